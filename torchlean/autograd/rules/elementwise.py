@@ -1,0 +1,88 @@
+"""Runtime rules of the elementwise ops (see :mod:`torchlean.spec.elementwise` for the meaning)."""
+
+from __future__ import annotations
+
+from .registry import defrule
+
+
+def _unb(K, g, shape):
+    return K.sum_to_shape(g, shape)
+
+
+# ---- binary (NumPy broadcasting; backward sums over broadcast axes) --------------------------
+
+defrule("add", lambda K, a, b: (K.add(a, b), (a.shape, b.shape)),
+        lambda K, s, g, n: (_unb(K, g, s[0]) if n[0] else None, _unb(K, g, s[1]) if n[1] else None))
+defrule("sub", lambda K, a, b: (K.sub(a, b), (a.shape, b.shape)),
+        lambda K, s, g, n: (_unb(K, g, s[0]) if n[0] else None,
+                            _unb(K, K.neg(g), s[1]) if n[1] else None))
+defrule("mul", lambda K, a, b: (K.mul(a, b), (a, b)),
+        lambda K, s, g, n: (_unb(K, K.mul(g, s[1]), s[0].shape) if n[0] else None,
+                            _unb(K, K.mul(g, s[0]), s[1].shape) if n[1] else None))
+
+
+def _div_bwd(K, s, g, n):
+    a, b = s
+    gb = K.div(g, b) if (n[0] or n[1]) else None
+    da = _unb(K, gb, a.shape) if n[0] else None
+    db = _unb(K, K.neg(K.mul(gb, K.div(a, b))), b.shape) if n[1] else None
+    return da, db
+
+
+defrule("div", lambda K, a, b: (K.div(a, b), (a, b)), _div_bwd)
+
+
+def _minmax(name, is_max):
+    def fwd(K, a, b):
+        return (K.maximum(a, b) if is_max else K.minimum(a, b)), (a, b)
+
+    def bwd(K, s, g, n):
+        a, b = s
+        ga, gb = K.minmax_bwd(a, b, g, is_max)
+        return (_unb(K, ga, a.shape) if n[0] else None, _unb(K, gb, b.shape) if n[1] else None)
+
+    defrule(name, fwd, bwd)
+
+
+_minmax("maximum", True)
+_minmax("minimum", False)
+
+
+def _where_fwd(K, a, b, *, cond):
+    c = K.from_host(cond, bool) if K.device != "cpu" and not hasattr(cond, "device") else cond
+    return K.where(c, a, b), (c, a.shape, b.shape)
+
+
+def _where_bwd(K, s, g, n):
+    c, sa, sb = s
+    z = K.zeros((), g.dtype)
+    return (_unb(K, K.where(c, g, z), sa) if n[0] else None,
+            _unb(K, K.where(c, z, g), sb) if n[1] else None)
+
+
+defrule("where", _where_fwd, _where_bwd)
+
+# ---- unary ----------------------------------------------------------------------------------
+# Each backward reads the value it saved: the input x or, where cheaper, the output y.
+
+defrule("scale", lambda K, x, *, c: (K.scale(x, c), c), lambda K, c, g, n: (K.scale(g, c),))
+defrule("neg", lambda K, x: (K.neg(x), None), lambda K, s, g, n: (K.neg(g),))
+defrule("pow", lambda K, x, *, exponent: (K.pow_scalar(x, exponent), (x, exponent)),
+        lambda K, s, g, n: (K.pow_bwd(s[0], g, s[1]),))
+defrule("abs", lambda K, x: (K.abs(x), x), lambda K, x, g, n: (K.abs_bwd(x, g),))
+defrule("sqrt", lambda K, x: ((y := K.sqrt(x)), y), lambda K, y, g, n: (K.sqrt_bwd(y, g),))
+defrule("clamp", lambda K, x, *, lo=None, hi=None: (K.clamp(x, lo, hi), (x, lo, hi)),
+        lambda K, s, g, n: (K.clamp_bwd(s[0], g, s[1], s[2]),))
+defrule("relu", lambda K, x: ((y := K.relu(x)), y), lambda K, y, g, n: (K.relu_bwd(y, g),))
+defrule("exp", lambda K, x: ((y := K.exp(x)), y), lambda K, y, g, n: (K.mul(g, y),))
+defrule("log", lambda K, x: (K.log(x), x), lambda K, x, g, n: (K.div(g, x),))
+defrule("inv", lambda K, x: ((y := K.inv(x)), y), lambda K, y, g, n: (K.neg(K.mul(g, K.mul(y, y))),))
+defrule("sin", lambda K, x: (K.sin(x), x), lambda K, x, g, n: (K.mul(g, K.cos(x)),))
+defrule("cos", lambda K, x: (K.cos(x), x), lambda K, x, g, n: (K.neg(K.mul(g, K.sin(x))),))
+defrule("sigmoid", lambda K, x: ((y := K.sigmoid(x)), y), lambda K, y, g, n: (K.sigmoid_bwd(y, g),))
+defrule("tanh", lambda K, x: ((y := K.tanh(x)), y), lambda K, y, g, n: (K.tanh_bwd(y, g),))
+defrule("softplus", lambda K, x: (K.softplus(x), x), lambda K, x, g, n: (K.softplus_bwd(x, g),))
+defrule("silu", lambda K, x: (K.silu(x), x), lambda K, x, g, n: (K.silu_bwd(x, g),))
+defrule("safe_log", lambda K, x: (K.safe_log(x), x), lambda K, x, g, n: (K.safe_log_bwd(x, g),))
+defrule("gelu", lambda K, x, *, approximate="none": (K.gelu(x, approximate), (x, approximate)),
+        lambda K, s, g, n: (K.gelu_bwd(s[0], g, s[1]),))

@@ -1,0 +1,3 @@
+"""Runtime rules: index."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Runtime rules: model layers (conv/pool N-d, normalization, attention, FFT, selective scan)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Runtime rules: linalg."""
+
+from __future__ import annotations

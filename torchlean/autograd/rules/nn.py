@@ -1,0 +1,3 @@
+"""Runtime rules: nn."""
+
+from __future__ import annotations

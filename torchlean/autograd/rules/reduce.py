@@ -1,0 +1,3 @@
+"""Runtime rules: reduce."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Runtime rules: shape_ops."""
+
+from __future__ import annotations

@@ -1,0 +1,269 @@
+"""The autograd tape of the seeds: grow-only nodes, ids as indices.
+
+Invariants (checked where they can be violated):
+
+* a node's id is its index, and every parent id is smaller: the tape is already a
+  topological order, so reverse accumulation is one loop from the output down;
+* ``requires_grad`` of a node is the OR of its parents' (leaves choose theirs);
+* a backward rule receives the node's cotangent and returns one contribution per
+  parent (``None`` where nothing flows); contributions are shape-checked against
+  the parent's value, and parents with ``requires_grad=False`` receive nothing;
+* unreached nodes get zeros without their rules running (dense backward).
+
+    >>> import numpy as np
+    >>> from torchlean.autograd import Tape
+    >>> t = Tape()
+    >>> x = t.leaf(np.array([1.0, 2.0]))
+    >>> y = t.mul(x, x)
+    >>> s = t.sum(y)
+    >>> t.backward(s)[x].tolist()
+    [2.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AutogradError, DeviceError, ShapeError, TorchLeanError, fmt_shapes
+from ..kernels import get_kernels
+from ..options import get_options
+from ..spec import SPEC
+from .rules import RULES
+
+_ndarray = np.ndarray
+
+
+def device_of(x) -> str:
+    """"cpu" for NumPy arrays (and scalars), "cuda" for CuPy arrays."""
+    return "cpu" if isinstance(x, (_ndarray, np.generic)) else "cuda"
+
+
+class Node:
+    """One recorded step: name, value, requires_grad, parents, backward, cleanup."""
+
+    __slots__ = ("name", "value", "requires_grad", "parents", "backward", "cleanup")
+
+    def __init__(self, name, value, requires_grad, parents=(), backward=None, cleanup=None):
+        self.name = name
+        self.value = value
+        self.requires_grad = requires_grad
+        self.parents = parents
+        self.backward = backward
+        self.cleanup = cleanup
+
+    def __repr__(self):
+        shape = getattr(self.value, "shape", None)
+        return f"Node({self.name!r}, shape={shape}, parents={list(self.parents)}, requires_grad={self.requires_grad})"
+
+
+def run_op(name, vals, attrs, fast=None):
+    """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
+
+    ``backward(g, needs)`` returns one cotangent per input. In reference mode
+    (``fast_kernels=False``, CPU only) the spec's forward and VJP run instead of
+    the device rule.
+    """
+    spec = SPEC.get(name)
+    if spec is None:
+        raise TorchLeanError(f"unknown op {name!r}")
+    if spec.arity >= 0 and len(vals) != spec.arity:
+        raise TorchLeanError(f"{name}: expects {spec.arity} array input(s), got {len(vals)}")
+    dev = device_of(vals[0]) if vals else "cpu"
+    for v in vals[1:]:
+        d = device_of(v)
+        if d != dev:
+            raise DeviceError(f"{name}: inputs on different devices ({dev} and {d})")
+    try:
+        out_shape = spec.shape(*[v.shape for v in vals], **attrs)
+    except TypeError as e:
+        raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
+    if fast is None:
+        fast = get_options().fast_kernels
+    if not fast and dev == "cpu":
+        y = spec.forward(*vals, **attrs)
+        y = np.asarray(y)
+        if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f":
+            y = y.astype(vals[0].dtype)
+
+        def backward(g, needs, _v=vals, _a=attrs):
+            grads = spec.vjp(g, *_v, **_a)
+            return tuple(None if (gr is None or not nd) else np.asarray(gr).astype(g.dtype, copy=False)
+                         for gr, nd in zip(grads, needs))
+    else:
+        rule = RULES[name]
+        K = get_kernels(dev)
+        y, saved = rule.forward(K, *vals, **attrs)
+
+        def backward(g, needs, _r=rule, _K=K, _s=saved):
+            return _r.backward(_K, _s, g, needs)
+    if tuple(y.shape) != tuple(out_shape):
+        raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
+    return y, backward
+
+
+class Tape:
+    """A grow-only list of :class:`Node`; ids are indices (API.md "Tape")."""
+
+    def __init__(self, fast_kernels: bool | None = None):
+        self.nodes: list[Node] = []
+        self.fast_kernels = fast_kernels
+        self.released = False
+
+    # -- reading -----------------------------------------------------------------------------
+    def __len__(self):
+        return len(self.nodes)
+
+    def node(self, i: int) -> Node:
+        if not (isinstance(i, (int, np.integer)) and 0 <= i < len(self.nodes)):
+            raise TorchLeanError(f"tape: node id {i!r} out of range (tape has {len(self.nodes)} nodes)")
+        return self.nodes[i]
+
+    def value(self, i: int):
+        return self.node(i).value
+
+    # -- building ----------------------------------------------------------------------------
+    def _push(self, node: Node) -> int:
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def leaf(self, value, name=None, requires_grad=True) -> int:
+        """Add a leaf; its id is ``len(tape)`` before the call."""
+        if not hasattr(value, "shape"):
+            value = np.asarray(value)
+        if requires_grad and value.dtype.kind != "f":
+            from ..errors import DTypeError
+            raise DTypeError(f"leaf: only float values can require gradients, got dtype {value.dtype}")
+        return self._push(Node(name, value, bool(requires_grad)))
+
+    def _check_parents(self, op, ids):
+        n = len(self.nodes)
+        for i in ids:
+            if not (isinstance(i, (int, np.integer)) and 0 <= i < n):
+                raise TorchLeanError(f"{op}: parent id {i!r} is not a node of this tape (size {n})")
+
+    def record(self, name, parents, value, backward, requires_grad=None, cleanup=None) -> int:
+        """Append a computed node; ``backward(g) -> tuple`` of one contribution per parent."""
+        if requires_grad is None:
+            requires_grad = any(self.nodes[p].requires_grad for p in parents)
+        return self._push(Node(name, value, requires_grad, tuple(parents),
+                               backward if requires_grad else None, cleanup))
+
+    def op(self, name: str, *ids: int, **attrs) -> int:
+        """Run registry op ``name`` on the values of nodes ``ids`` and record it."""
+        self._check_parents(name, ids)
+        vals = [self.nodes[i].value for i in ids]
+        y, bwd = run_op(name, vals, attrs, self.fast_kernels)
+        parents = tuple(ids)
+        rg = any(self.nodes[p].requires_grad for p in parents)
+        if not rg:
+            return self._push(Node(name, y, False, parents))
+        needs = tuple(self.nodes[p].requires_grad for p in parents)
+        return self._push(Node(name, y, True, parents, lambda g: bwd(g, needs)))
+
+    def unary(self, op_name, x_id, forward, backward) -> int:
+        """Generic unary op: ``forward(x) -> y``, ``backward(x, dy) -> dx``."""
+        self._check_parents(op_name, (x_id,))
+        x = self.nodes[x_id].value
+        y = forward(x)
+        return self.record(op_name, (x_id,), y, lambda g: (backward(x, g),))
+
+    def binary(self, op_name, a_id, b_id, forward, backward) -> int:
+        """Generic binary op: ``forward(a, b) -> y``, ``backward(a, b, dy) -> (da, db)``."""
+        self._check_parents(op_name, (a_id, b_id))
+        a, b = self.nodes[a_id].value, self.nodes[b_id].value
+        y = forward(a, b)
+        return self.record(op_name, (a_id, b_id), y, lambda g: tuple(backward(a, b, g)))
+
+    # -- reverse accumulation ----------------------------------------------------------------
+    def _seed(self, out_id, seed):
+        if self.released:
+            raise AutogradError("backward: this tape was released; record the computation again")
+        self._check_parents("backward", (out_id,))
+        y = self.nodes[out_id].value
+        if seed is None:
+            return get_kernels(device_of(y)).full(y.shape, 1.0, y.dtype)
+        if tuple(seed.shape) != tuple(y.shape):
+            raise ShapeError(f"backward: seed shape {tuple(seed.shape)} does not match output shape {tuple(y.shape)}")
+        return seed
+
+    def _accumulate(self, grads, owned, p, c, op):
+        pv = self.nodes[p].value
+        if c.shape != pv.shape:
+            raise ShapeError(f"{op}: gradient for parent {p} has shape {fmt_shapes(c.shape)}, "
+                             f"expected {fmt_shapes(pv.shape)}")
+        old = grads.get(p) if isinstance(grads, dict) else grads[p]
+        if old is None:
+            grads[p] = c
+        elif p in owned:
+            old += c
+        else:
+            grads[p] = old + c
+            owned.add(p)
+
+    def _sweep(self, out_id, g0, grads, keep):
+        owned = set()
+        grads[out_id] = g0
+        nodes = self.nodes
+        is_dict = isinstance(grads, dict)
+        for i in range(out_id, -1, -1):
+            g = grads.get(i) if is_dict else grads[i]
+            if g is None:
+                continue
+            node = nodes[i]
+            if node.backward is not None and node.requires_grad:
+                contribs = node.backward(g)
+                for p, c in zip(node.parents, contribs):
+                    if c is None or not nodes[p].requires_grad:
+                        continue
+                    self._accumulate(grads, owned, p, c, node.name or "op")
+            if is_dict and i not in keep:
+                del grads[i]  # sparse mode frees each gradient as soon as it is consumed
+
+    def backward(self, out_id: int, seed=None) -> list:
+        """Dense reverse accumulation: a gradient for every id, zeros where unreached."""
+        g0 = self._seed(out_id, seed)
+        grads = [None] * len(self.nodes)
+        self._sweep(out_id, g0, grads, None)
+        for i, g in enumerate(grads):
+            if g is None:
+                v = self.nodes[i].value
+                grads[i] = get_kernels(device_of(v)).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
+        return grads
+
+    def backward_sparse(self, out_id: int, seed=None, retain=()) -> dict:
+        """Reverse accumulation keeping only the gradients of ``retain`` (zeros if unreached)."""
+        g0 = self._seed(out_id, seed)
+        keep = set(int(i) for i in retain)
+        self._check_parents("backward_sparse", tuple(keep))
+        grads: dict = {}
+        self._sweep(out_id, g0, grads, keep)
+        out = {}
+        for i in keep:
+            g = grads.get(i)
+            if g is None:
+                v = self.nodes[i].value
+                g = get_kernels(device_of(v)).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
+            out[i] = g
+        return out
+
+    def release(self) -> None:
+        """Free every node's backward closure and cleanup scratch (the tape cannot backward again)."""
+        for n in self.nodes:
+            n.backward = None
+            n.cleanup = None
+        self.released = True
+
+
+def _make_method(name):
+    def method(self, *ids, **attrs):
+        return self.op(name, *ids, **attrs)
+    method.__name__ = name
+    method.__doc__ = f"Record op ``{name}`` (see ``torchlean.spec.SPEC[{name!r}]``); returns the new node id."
+    return method
+
+
+def install_op_methods():
+    """One tape method per op of the registry (``t.add(a, b)``, ``t.matmul(a, b)``, ...)."""
+    for name in SPEC:
+        if not hasattr(Tape, name):
+            setattr(Tape, name, _make_method(name))

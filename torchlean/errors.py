@@ -1,0 +1,55 @@
+"""Every failure a user can cause ends in a subclass of :class:`TorchLeanError`.
+
+Messages name the op and the offending shapes or values, so a user can find the
+line of their model that caused it::
+
+    >>> import torchlean as tl
+    >>> try:
+    ...     tl.ones(2, 3) + tl.ones(4)
+    ... except tl.TorchLeanError as e:
+    ...     print(type(e).__name__)
+    ShapeError
+"""
+
+from __future__ import annotations
+
+
+class TorchLeanError(Exception):
+    """Base class of every error a user of torchlean can cause."""
+
+
+class ShapeError(TorchLeanError, ValueError):
+    """Shapes that do not fit an op (mismatch, bad axis, empty output, ...)."""
+
+
+class DTypeError(TorchLeanError, TypeError):
+    """A value of the wrong dtype (e.g. float indices, gradients of int tensors)."""
+
+
+class DeviceError(TorchLeanError, ValueError):
+    """Values on different devices, or an op not supported on a device yet."""
+
+
+class IndexRangeError(TorchLeanError, IndexError):
+    """An index that is negative or >= 2**32 (DESIGN.md), or a target out of range."""
+
+
+class DomainError(TorchLeanError, ValueError):
+    """An argument outside an op's domain (log of x <= 0 in the IR interpreter, beta = 0, ...)."""
+
+
+class BackendUnavailableError(TorchLeanError, RuntimeError):
+    """An optional backend (CuPy, safetensors, onnx, ...) is not installed or has no device."""
+
+
+class AutogradError(TorchLeanError, RuntimeError):
+    """Misuse of autograd: backward twice, backward of a non-scalar without a gradient, ..."""
+
+
+class IRError(TorchLeanError, ValueError):
+    """A malformed IR graph, file or unsupported imported op."""
+
+
+def fmt_shapes(*shapes) -> str:
+    """Render shapes the same way in every message: ``(2, 3) and (4,)``."""
+    return " and ".join(str(tuple(s)) for s in shapes)

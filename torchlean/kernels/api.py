@@ -1,0 +1,145 @@
+"""The buffer kernel surface: one contract, several devices.
+
+``get_kernels("cpu")`` (NumPy, :mod:`torchlean.kernels.host`) and
+``get_kernels("cuda")`` (CuPy + our ``.cu`` kernels, :mod:`torchlean.kernels.cuda`)
+return objects with exactly the names below. Arrays are row-major contiguous
+NumPy / CuPy arrays that carry their shapes; float32 by default, float64 works
+everywhere. A kernel never changes the dtype of its float inputs. Kernels do not
+validate shapes: the tape's shape rules do that before any launch, so a bad
+input is a :class:`TorchLeanError` raised on the host, never a device fault.
+
+Index arguments are host integer sequences (lists, tuples or NumPy int arrays).
+Negative indices or indices >= 2**32 raise :class:`IndexRangeError` (checked by
+:func:`check_indices`); indices in uint32 range but out of bounds make gather
+yield 0 (a zero row) and make scatter ignore them; repeated scatter indices
+accumulate.
+
+``KERNELS`` maps every name to its signature and semantics; :func:`check_surface`
+asserts that an implementation has all of them and names any that is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import IndexRangeError
+
+KERNELS: dict[str, str] = {
+    # ---- the seeds' Cuda.Kernels surface ------------------------------------------------------
+    "reduce_sum_axis0": "(x[rows, cols]) -> [cols]: sum down the rows",
+    "reduce_sum_axis1": "(x[rows, cols]) -> [rows]: sum across the columns",
+    "reduce_max_axis0": "(x[rows, cols]) -> [cols]: max down the rows (rows >= 1)",
+    "reduce_max_axis1": "(x[rows, cols]) -> [rows]: max across the columns (cols >= 1)",
+    "reduce_sum_axis": "(x, axis) -> x with `axis` summed out (N-D, row-major)",
+    "concat1d": "(a[n], b[m]) -> [n + m]",
+    "slice1d": "(x[n], start, length) -> [length] = x[start:start+length] (start+length <= n)",
+    "broadcast_vec_to_rows": "(v[cols], rows) -> [rows, cols] with out[i, j] = v[j]",
+    "broadcast_vec_to_cols": "(v[rows], cols) -> [rows, cols] with out[i, j] = v[i]",
+    "broadcast_to": "(x, in_dims, out_dims, axis_map) -> [out_dims]: the seeds' axis-map broadcast (shape.py)",
+    "reduce_from_broadcast_to": "(g, in_dims, out_dims, axis_map) -> [in_dims]: adjoint of broadcast_to (sums)",
+    "swap_adjacent_at_depth": "(x, dims, depth) -> swaps axes depth and depth+1; identity if depth+1 >= len(dims)",
+    "transpose2d": "(x[rows, cols]) -> [cols, rows] (a contiguous copy)",
+    "bmm": "(a[batch, m, n], b[batch, n, p]) -> [batch, m, p]",
+    "gather_vec": "(v[n], indices[k]) -> [k]; out-of-bounds -> 0",
+    "gather_rows": "(mat[rows, cols], indices[k]) -> [k, cols]; out-of-bounds -> zero row",
+    "scatter_add": "(x[n], values[k], indices[k]) -> copy of x with out[idx[j]] += values[j]; OOB ignored",
+    "scatter_add_row": "(mat[rows, cols], row[cols], i) -> copy of mat with out[i, :] += row; OOB ignored",
+    "scatter_add_rows": "(mat[rows, cols], values[k, cols], indices[k]) -> copy with rows added; OOB ignored",
+    # ---- memory and transfer -------------------------------------------------------------------
+    "zeros": "(shape, dtype) -> zero-filled array",
+    "full": "(shape, value, dtype) -> array filled with value",
+    "empty": "(shape, dtype) -> uninitialised array (callers write every element)",
+    "copy": "(x) -> a contiguous copy",
+    "from_host": "(a: np.ndarray, dtype) -> device array; float64 -> float32 rounds to nearest even",
+    "to_host": "(x) -> np.ndarray copy on the host",
+    "astype": "(x, dtype) -> x converted (a copy only if the dtype differs)",
+    "ascontiguous": "(x) -> x if row-major contiguous, else a contiguous copy",
+    # ---- elementwise (NumPy broadcasting) ------------------------------------------------------
+    "add": "(a, b) -> a + b", "sub": "(a, b) -> a - b", "mul": "(a, b) -> a * b",
+    "div": "(a, b) -> a / b", "maximum": "(a, b)", "minimum": "(a, b)",
+    "scale": "(x, c) -> c * x for a Python scalar c",
+    "add_scalar": "(x, c) -> x + c",
+    "neg": "(x)", "pow_scalar": "(x, p) -> x ** p", "abs": "(x)", "sqrt": "(x)",
+    "exp": "(x)", "log": "(x) (IEEE: -inf at 0, nan below)", "inv": "(x) -> 1 / x",
+    "sin": "(x)", "cos": "(x)", "relu": "(x)", "sigmoid": "(x)", "tanh": "(x)",
+    "softplus": "(x) -> max(x, 0) + log1p(exp(-|x|))", "silu": "(x)",
+    "gelu": "(x, approximate) approximate in {'none', 'tanh'}",
+    "safe_log": "(x) -> log(softplus(x) + 1e-6)",
+    "clamp": "(x, lo, hi) lo/hi may be None",
+    "where": "(cond: bool array, a, b)",
+    "sign": "(x) -> -1, 0 or 1",
+    "compare": "(a, b, op) op in {'lt','le','gt','ge','eq','ne'} -> bool array",
+    # ---- fused backward of elementwise ops (one pass on CUDA) ----------------------------------
+    "relu_bwd": "(x, g) -> g * (x > 0)",
+    "abs_bwd": "(x, g) -> g * sign(x)",
+    "sqrt_bwd": "(y, g) -> g * 0.5 / y where y > 0 else 0 (y = sqrt(x))",
+    "sigmoid_bwd": "(y, g) -> g * y * (1 - y)",
+    "tanh_bwd": "(y, g) -> g * (1 - y * y)",
+    "softplus_bwd": "(x, g) -> g * sigmoid(x)",
+    "silu_bwd": "(x, g) -> g * s * (1 + x * (1 - s)), s = sigmoid(x)",
+    "gelu_bwd": "(x, g, approximate)",
+    "safe_log_bwd": "(x, g) -> g * sigmoid(x) / (softplus(x) + 1e-6)",
+    "clamp_bwd": "(x, g, lo, hi) -> g where lo < x < hi else 0",
+    "minmax_bwd": "(a, b, g, is_max) -> (ga, gb) full-size; ties split 1/2-1/2",
+    "pow_bwd": "(x, g, p) -> g * p * x ** (p - 1)",
+    # ---- reductions ----------------------------------------------------------------------------
+    "sum": "(x, axes: tuple | None, keepdim) -> sum over axes (all if None)",
+    "mean": "(x, axes, keepdim)",
+    "amax": "(x, axis, keepdim) -> max over one axis",
+    "max_bwd": "(x, y_keepdim, g_keepdim, axis) -> g routed to the first maximal entry along axis",
+    "sum_to_shape": "(g, shape) -> adjoint of NumPy broadcasting of an array of `shape` to g.shape",
+    # ---- linear algebra ------------------------------------------------------------------------
+    "matmul": "(a, b) -> NumPy matmul semantics (2-D, batched with broadcast prefixes)",
+    "linear": "(x[..., in], w[out, in], b[out] | None) -> x @ w.T + b",
+    "linear_bwd": "(x, w, g, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
+    # ---- softmax family and losses (last axis, leading axes folded into rows) ------------------
+    "softmax": "(x) -> softmax over the last axis",
+    "softmax_bwd": "(y, g) -> y * (g - sum(g * y, -1))",
+    "log_softmax": "(x) -> x - max - log sum exp(x - max), directly",
+    "log_softmax_bwd": "(y, g) -> g - exp(y) * sum(g, -1)",
+    "masked_softmax": "(x, mask) -> softmax with blocked (mask == 0) weights exactly 0; fully blocked rows 0",
+    "mse_loss": "(yhat, target) -> 0-d mean((yhat - target) ** 2)",
+    "mse_loss_bwd": "(yhat, target, g) -> (2 g (yhat - t) / n, -same)",
+    "nll_loss": "(logp[N, C], target[N] int64, weight[C] | None, ignore_index, reduction) -> loss",
+    "nll_loss_bwd": "(logp, target, weight, ignore_index, reduction, g) -> dlogp",
+    # ---- random numbers (counter-based: the same numbers on every device) ----------------------
+    "rand_uniform": "(shape, seed, counter, dtype) -> U[0, 1) keyed by (seed, counter, element index)",
+    "randn": "(shape, seed, counter, dtype) -> N(0, 1) by Box-Muller over the same stream",
+    "bernoulli_mask": "(shape, p_keep, seed, counter, dtype) -> 1.0 where U < p_keep else 0.0",
+    # ---- optimizer steps (in place on param and state arrays) ----------------------------------
+    "sgd_step": "(p, g, buf | None, lr, momentum, dampening, weight_decay, nesterov, first) -> None",
+    "adam_step": "(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad_vmax | None) -> None",
+    "adagrad_step": "(p, g, sum_sq, step, lr, lr_decay, weight_decay, eps) -> None",
+    "rmsprop_step": "(p, g, sq_avg, buf | None, grad_avg | None, lr, alpha, eps, weight_decay, momentum) -> None",
+    "adadelta_step": "(p, g, sq_avg, acc_delta, lr, rho, eps, weight_decay) -> None",
+}
+
+UINT32_LIMIT = 2 ** 32
+
+
+def check_indices(indices, op: str) -> np.ndarray:
+    """Host index sequence -> int64 array; IndexRangeError for negatives or >= 2**32 (DESIGN.md)."""
+    idx = np.asarray(indices)
+    if idx.dtype == bool or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+        # Python ints beyond int64 arrive as dtype=object.
+        if idx.dtype == object:
+            bad = [int(v) for v in idx.ravel() if int(v) < 0 or int(v) >= UINT32_LIMIT]
+            if bad:
+                raise IndexRangeError(f"{op}: index {bad[0]} outside [0, 2**32)")
+            idx = idx.astype(np.int64)
+        else:
+            from ..errors import DTypeError
+            raise DTypeError(f"{op}: indices must be integers, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64, copy=False).reshape(-1) if idx.ndim != 1 else idx.astype(np.int64, copy=False)
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0:
+            raise IndexRangeError(f"{op}: negative index {lo} (indices must lie in [0, 2**32))")
+        if hi >= UINT32_LIMIT:
+            raise IndexRangeError(f"{op}: index {hi} >= 2**32")
+    return idx
+
+
+def check_surface(impl, device: str) -> list[str]:
+    """Names of KERNELS that ``impl`` lacks (empty when the surface is complete)."""
+    return [n for n in KERNELS if not callable(getattr(impl, n, None))]

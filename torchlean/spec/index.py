@@ -1,0 +1,3 @@
+"""Spec family: index."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Spec family: linalg."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Spec family: nn."""
+
+from __future__ import annotations

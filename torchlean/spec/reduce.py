@@ -1,0 +1,3 @@
+"""Spec family: reduce."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Spec family: shape_ops."""
+
+from __future__ import annotations

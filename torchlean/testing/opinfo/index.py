@@ -1,0 +1,3 @@
+"""Test records: index."""
+
+from __future__ import annotations

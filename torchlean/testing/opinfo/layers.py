@@ -1,0 +1,3 @@
+"""Test records: layers."""
+
+from __future__ import annotations

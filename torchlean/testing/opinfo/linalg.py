@@ -1,0 +1,3 @@
+"""Test records: linalg."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Test records: nn."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Test records: reduce."""
+
+from __future__ import annotations

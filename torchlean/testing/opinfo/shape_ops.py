@@ -1,0 +1,3 @@
+"""Test records: shape_ops."""
+
+from __future__ import annotations
