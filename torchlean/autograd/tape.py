@@ -93,6 +93,8 @@ def run_op(name, vals, attrs, fast=None):
         rule = RULES[name]
         K = get_kernels(dev)
         y, saved = rule.forward(K, *vals, **attrs)
+        if type(y) is not _ndarray and dev == "cpu":
+            y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
 
         def backward(g, needs, _r=rule, _K=K, _s=saved):
             return _r.backward(_K, _s, g, needs)
@@ -187,6 +189,8 @@ class Tape:
         return seed
 
     def _accumulate(self, grads, owned, p, c, op):
+        if isinstance(c, np.generic):
+            c = np.asarray(c)
         pv = self.nodes[p].value
         if c.shape != pv.shape:
             raise ShapeError(f"{op}: gradient for parent {p} has shape {fmt_shapes(c.shape)}, "
