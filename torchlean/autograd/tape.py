@@ -82,7 +82,8 @@ def run_op(name, vals, attrs, fast=None):
     if not fast and dev == "cpu":
         y = spec.forward(*vals, **attrs)
         y = np.asarray(y)
-        if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f":
+        # Spec code may compute in float64; results keep the inputs' dtype (a cast's is its target).
+        if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f" and name != "cast":
             y = y.astype(vals[0].dtype)
 
         def backward(g, needs, _v=vals, _a=attrs):
@@ -234,8 +235,12 @@ class Tape:
                 grads[i] = get_kernels(device_of(v)).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
         return grads
 
-    def backward_sparse(self, out_id: int, seed=None, retain=()) -> dict:
-        """Reverse accumulation keeping only the gradients of ``retain`` (zeros if unreached)."""
+    def backward_sparse(self, out_id: int, seed=None, retain=(), fill_zeros=True) -> dict:
+        """Reverse accumulation keeping only the gradients of ``retain``.
+
+        Every other gradient is freed as soon as its node's rule has consumed it.
+        Unreached retained ids get zeros, or are left out with ``fill_zeros=False``.
+        """
         g0 = self._seed(out_id, seed)
         keep = set(int(i) for i in retain)
         self._check_parents("backward_sparse", tuple(keep))
@@ -244,6 +249,8 @@ class Tape:
         out = {}
         for i in keep:
             g = grads.get(i)
+            if g is None and not fill_zeros:
+                continue
             if g is None:
                 v = self.nodes[i].value
                 g = get_kernels(device_of(v)).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)

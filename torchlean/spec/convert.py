@@ -1,0 +1,36 @@
+"""Spec family: dtype casts and device moves (identity on values, up to rounding)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DeviceError, DTypeError
+from .registry import defspec
+
+
+def _cast_shape(x, *, dtype):
+    if np.dtype(dtype).kind != "f":
+        raise DTypeError(f"cast: differentiable casts are between float dtypes, got {dtype!r}")
+    return tuple(x)
+
+
+def _cast(x, *, dtype):
+    return np.asarray(x).astype(np.dtype(dtype))
+
+
+def _cast_vjp(g, x, *, dtype):
+    return (np.asarray(g).astype(x.dtype),)
+
+
+defspec("cast", _cast, _cast_vjp, _cast_shape, 1)
+
+
+def _to_device_shape(x, *, device):
+    if device not in ("cpu", "cuda"):
+        raise DeviceError(f"to_device: unknown device {device!r}; expected 'cpu' or 'cuda'")
+    return tuple(x)
+
+
+# The meaning of a device move is the identity: the same numbers on another device.
+defspec("to_device", lambda x, *, device: np.array(x, copy=True), lambda g, x, *, device: (g,),
+        _to_device_shape, 1)

@@ -1,0 +1,933 @@
+"""The PyTorch-style :class:`Tensor` over the tape.
+
+Each forward computation records onto a :class:`GraphTape` (the seeds' tape with
+the front end's bookkeeping). A computation that starts from leaves opens a new
+tape; an op whose inputs live on two tapes appends the smaller tape onto the
+larger (ids shift by an offset, the tape stays grow-only). A tape lives as long
+as some tensor recorded on it, so an evaluation loop without ``no_grad`` does not
+accumulate graphs, and ``backward()`` without ``retain_graph`` releases the tape.
+
+    >>> import torchlean as tl
+    >>> x = tl.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad.tolist()
+    [2.0, 4.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from numbers import Number
+
+import numpy as np
+
+from .autograd.tape import Node, Tape, device_of, run_op
+from .errors import AutogradError, DeviceError, DTypeError, ShapeError, TorchLeanError
+from .kernels import get_kernels
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int64 = np.dtype(np.int64)
+int32 = np.dtype(np.int32)
+bool_ = np.dtype(np.bool_)
+_DTYPES = {"float32": float32, "float": float32, "float64": float64, "double": float64,
+           "int64": int64, "long": int64, "int32": int32, "bool": bool_}
+
+
+def as_dtype(dtype):
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        if dtype not in _DTYPES:
+            raise DTypeError(f"unknown dtype {dtype!r}")
+        return _DTYPES[dtype]
+    return np.dtype(dtype)
+
+
+# ---- grad mode ------------------------------------------------------------------------------
+
+class _State(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+
+
+_state = _State()
+
+
+def is_grad_enabled() -> bool:
+    return _state.grad_enabled
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Ops inside record nothing (context manager and decorator)."""
+
+    def __enter__(self):
+        self._prev = _state.grad_enabled
+        _state.grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self._prev
+        return False
+
+
+class enable_grad(contextlib.ContextDecorator):
+    def __enter__(self):
+        self._prev = _state.grad_enabled
+        _state.grad_enabled = True
+        return self
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self._prev
+        return False
+
+
+# ---- the front end's tape -------------------------------------------------------------------
+
+class GraphTape(Tape):
+    """A :class:`Tape` that also knows which leaf tensors its leaf nodes stand for."""
+
+    def __init__(self):
+        super().__init__()
+        self.leaves: list = []          # (node id, Tensor)
+        self.leaf_of: dict = {}         # id(Tensor) -> node id
+        self.merged_into = None
+        self.merge_offset = 0
+
+    def leaf_id(self, t: "Tensor") -> int:
+        nid = self.leaf_of.get(id(t))
+        if nid is None:
+            nid = self._push(Node(None, t._value, True))
+            self.leaves.append((nid, t))
+            self.leaf_of[id(t)] = nid
+        return nid
+
+    def absorb(self, other: "GraphTape") -> None:
+        """Append ``other``'s nodes (ids shifted by len(self)); ``other`` forwards to self."""
+        off = len(self.nodes)
+        for n in other.nodes:
+            n.parents = tuple(p + off for p in n.parents)
+            self.nodes.append(n)
+        for nid, t in other.leaves:
+            self.leaves.append((nid + off, t))
+            self.leaf_of.setdefault(id(t), nid + off)
+        other.nodes = []
+        other.leaves = []
+        other.leaf_of = {}
+        other.merged_into = self
+        other.merge_offset = off
+
+
+def _stale_backward(g):
+    raise AutogradError("backward: trying to backward through a graph a second time (or a graph already "
+                        "released); pass retain_graph=True to the first backward()")
+
+
+# ---- Tensor ---------------------------------------------------------------------------------
+
+class Tensor:
+    """An n-d array with autograd, on ``"cpu"`` (NumPy) or ``"cuda"`` (CuPy)."""
+
+    __slots__ = ("_value", "_tape", "_id", "requires_grad", "_grad", "__weakref__")
+    __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+
+    def __init__(self, value, requires_grad=False):
+        self._value = value
+        self._tape = None
+        self._id = -1
+        self._grad = None
+        if requires_grad and value.dtype.kind != "f":
+            raise DTypeError(f"only float tensors can require gradients, got dtype {value.dtype}")
+        self.requires_grad = bool(requires_grad)
+
+    # -- basic properties ------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def device(self) -> str:
+        return device_of(self._value)
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    def dim(self) -> int:
+        return self._value.ndim
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        return int(self._value.size)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._tape is None
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            raise TorchLeanError("grad must be a Tensor or None")
+        if value is not None and value.shape != self.shape:
+            raise ShapeError(f"grad: shape {value.shape} does not match tensor shape {self.shape}")
+        self._grad = value
+
+    @property
+    def data(self) -> "Tensor":
+        return Tensor(self._value)
+
+    @data.setter
+    def data(self, other):
+        self._value = other._value if isinstance(other, Tensor) else other
+
+    @property
+    def T(self):
+        if self.ndim != 2:
+            raise ShapeError(f"T: expects a 2-D tensor, got shape {self.shape}")
+        return self.transpose(0, 1)
+
+    # -- conversion ------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A host copy of the values (NumPy)."""
+        if self.device == "cpu":
+            return np.array(self._value, copy=True)
+        return get_kernels("cuda").to_host(self._value)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ShapeError(f"item: tensor of shape {self.shape} has {self.numel()} elements, not 1")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack__(self, **kw):
+        return self._value.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+    def to(self, device=None, dtype=None) -> "Tensor":
+        """Copy to ``device`` and/or cast to ``dtype``; differentiable (a recorded op)."""
+        if isinstance(device, (np.dtype, type)) and dtype is None:
+            device, dtype = None, device
+        out = self
+        if dtype is not None:
+            dtype = as_dtype(dtype)
+            if dtype != self.dtype:
+                out = _apply("cast", (out,), {"dtype": dtype.name}) if self.dtype.kind == "f" and dtype.kind == "f" \
+                    else Tensor(self._value.astype(dtype))
+        if device is not None and device != out.device:
+            if device not in ("cpu", "cuda"):
+                raise DeviceError(f"to: unknown device {device!r}; expected 'cpu' or 'cuda'")
+            out = _apply("to_device", (out,), {"device": device})
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    def float(self):
+        return self.to(dtype=float32)
+
+    def double(self):
+        return self.to(dtype=float64)
+
+    def long(self):
+        return Tensor(self._value.astype(np.int64))
+
+    def detach(self) -> "Tensor":
+        return Tensor(self._value)
+
+    def clone(self) -> "Tensor":
+        return _apply("scale", (self,), {"c": 1.0}) if self.dtype.kind == "f" else Tensor(self._value.copy())
+
+    def requires_grad_(self, flag=True) -> "Tensor":
+        if not self.is_leaf:
+            raise AutogradError("requires_grad_: only leaf tensors can change requires_grad")
+        if flag and self.dtype.kind != "f":
+            raise DTypeError(f"requires_grad_: only float tensors can require gradients, got {self.dtype}")
+        self.requires_grad = bool(flag)
+        return self
+
+    def zero_(self):
+        self._value[...] = 0
+        return self
+
+    def __repr__(self):
+        extra = "" if self.device == "cpu" else ", device='cuda'"
+        if self._tape is not None:
+            extra += ", grad_fn=<recorded>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        body = np.array2string(self.numpy(), separator=", ", precision=4)
+        return f"tensor({body}{extra}, dtype={self.dtype.name})"
+
+    # -- autograd --------------------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into every reachable leaf's ``.grad`` (PyTorch semantics)."""
+        if gradient is None:
+            if self.numel() != 1:
+                raise AutogradError(f"backward: grad can be implicitly created only for scalar outputs; "
+                                    f"this tensor has shape {self.shape} (pass gradient=...)")
+            seed = None
+        else:
+            seed = gradient._value if isinstance(gradient, Tensor) else \
+                get_kernels(self.device).from_host(np.asarray(gradient), self.dtype)
+            if tuple(seed.shape) != self.shape:
+                raise ShapeError(f"backward: gradient shape {tuple(seed.shape)} does not match output shape {self.shape}")
+        if not self.requires_grad:
+            raise AutogradError("backward: tensor does not require grad and has no recorded graph")
+        if self._tape is None:  # a leaf: d self / d self = seed
+            g = seed if seed is not None else get_kernels(self.device).full(self.shape, 1.0, self.dtype)
+            _accumulate_grad(self, g)
+            return
+        tape, i = _resolve(self)
+        if tape.released:
+            _stale_backward(None)
+        grads = tape.backward_sparse(i, seed, retain=[nid for nid, _ in tape.leaves], fill_zeros=False)
+        for nid, t in tape.leaves:
+            g = grads.get(nid)
+            if g is not None:
+                _accumulate_grad(t, g)
+        if not retain_graph:
+            tape.release()
+
+    # -- operators -------------------------------------------------------------------------------
+    def __add__(self, o):
+        return _binary("add", self, o)
+
+    def __radd__(self, o):
+        return _binary("add", o, self)
+
+    def __sub__(self, o):
+        return _binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return _binary("sub", o, self)
+
+    def __mul__(self, o):
+        if isinstance(o, Number) and not isinstance(o, bool) and self.dtype.kind == "f":
+            return _apply("scale", (self,), {"c": float(o)})
+        return _binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return self.__mul__(o)
+
+    def __truediv__(self, o):
+        return _binary("div", self, o)
+
+    def __rtruediv__(self, o):
+        return _binary("div", o, self)
+
+    def __matmul__(self, o):
+        return matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return matmul(o, self)
+
+    def __neg__(self):
+        return _apply("neg", (self,), {})
+
+    def __pow__(self, p):
+        if isinstance(p, Tensor):
+            raise TorchLeanError("pow: only a scalar exponent is supported (x ** number)")
+        return _apply("pow", (self,), {"exponent": float(p) if not float(p).is_integer() else int(p)})
+
+    def __rpow__(self, base):
+        if not isinstance(base, Number) or base <= 0:
+            raise TorchLeanError(f"pow: base {base!r} ** tensor needs a positive scalar base")
+        return (self * math.log(base)).exp()
+
+    def _cmp(self, o, op):
+        ov = _as_value(o, self)
+        return Tensor(get_kernels(self.device).compare(self._value, ov, op))
+
+    def __lt__(self, o):
+        return self._cmp(o, "lt")
+
+    def __le__(self, o):
+        return self._cmp(o, "le")
+
+    def __gt__(self, o):
+        return self._cmp(o, "gt")
+
+    def __ge__(self, o):
+        return self._cmp(o, "ge")
+
+    def __eq__(self, o):
+        return self._cmp(o, "eq")
+
+    def __ne__(self, o):
+        return self._cmp(o, "ne")
+
+    __hash__ = object.__hash__
+
+    def __getitem__(self, index):
+        if isinstance(index, Tensor):
+            return _advanced_index(self, index)
+        if isinstance(index, (list, np.ndarray)):
+            return _advanced_index(self, Tensor(np.asarray(index)))
+        if not isinstance(index, tuple):
+            index = (index,)
+        for i in index:
+            if isinstance(i, (Tensor, list, np.ndarray)):
+                raise TorchLeanError("getitem: advanced indexing is supported only as a single int index tensor")
+        index = tuple(int(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else i for i in index)
+        return _apply("getitem", (self,), {"index": index})
+
+    # -- reductions ------------------------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False):
+        if dim is None and not keepdim:
+            return _apply("sum", (self,), {})
+        return _apply("reduce_sum", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
+
+    def mean(self, dim=None, keepdim=False):
+        return _apply("reduce_mean", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
+
+    def max(self, dim=None, keepdim=False):
+        if dim is None:
+            return _apply("reduce_max", (self.reshape(-1),), {"axis": 0})
+        return _apply("reduce_max", (self,), {"axis": dim, "keepdim": keepdim})
+
+    def min(self, dim=None, keepdim=False):
+        if dim is None:
+            return _apply("reduce_min", (self.reshape(-1),), {"axis": 0})
+        return _apply("reduce_min", (self,), {"axis": dim, "keepdim": keepdim})
+
+    def argmax(self, dim=None, keepdim=False):
+        a = self.numpy()
+        return Tensor(np.asarray(np.argmax(a, axis=dim, keepdims=keepdim if dim is not None else False)))
+
+    def argmin(self, dim=None, keepdim=False):
+        a = self.numpy()
+        return Tensor(np.asarray(np.argmin(a, axis=dim, keepdims=keepdim if dim is not None else False)))
+
+    # -- shape -----------------------------------------------------------------------------------
+    def reshape(self, *shape):
+        shape = _resolve_shape(_shape_args(shape), self.numel(), "reshape")
+        if shape == self.shape:
+            return self
+        return _apply("reshape", (self,), {"shape": shape})
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        return _apply("flatten", (self,), {"start_dim": start_dim, "end_dim": end_dim})
+
+    def transpose(self, dim0, dim1):
+        return _apply("transpose", (self,), {"dim0": dim0, "dim1": dim1})
+
+    def permute(self, *dims):
+        return _apply("permute", (self,), {"dims": tuple(_shape_args(dims))})
+
+    def unsqueeze(self, dim):
+        return _apply("unsqueeze", (self,), {"dim": dim})
+
+    def squeeze(self, dim=None):
+        return _apply("squeeze", (self,), {"dim": dim})
+
+    def expand(self, *sizes):
+        sizes = _shape_args(sizes)
+        lead = len(sizes) - self.ndim
+        if lead < 0:
+            raise ShapeError(f"expand: {len(sizes)} sizes for a tensor with {self.ndim} axes")
+        shape = tuple(self.shape[j - lead] if (s == -1 and j >= lead) else s for j, s in enumerate(sizes))
+        return self.broadcast_to(shape)
+
+    def broadcast_to(self, shape):
+        shape = tuple(_shape_args((shape,)))
+        if shape == self.shape:
+            return self
+        return _apply("broadcast_to", (self,), {"shape": shape})
+
+    def expand_as(self, other):
+        return self.broadcast_to(other.shape)
+
+    def contiguous(self):
+        return self
+
+    # -- elementwise -----------------------------------------------------------------------------
+    def relu(self):
+        return _apply("relu", (self,), {})
+
+    def sigmoid(self):
+        return _apply("sigmoid", (self,), {})
+
+    def tanh(self):
+        return _apply("tanh", (self,), {})
+
+    def exp(self):
+        return _apply("exp", (self,), {})
+
+    def log(self):
+        return _apply("log", (self,), {})
+
+    def sqrt(self):
+        return _apply("sqrt", (self,), {})
+
+    def abs(self):
+        return _apply("abs", (self,), {})
+
+    def sin(self):
+        return _apply("sin", (self,), {})
+
+    def cos(self):
+        return _apply("cos", (self,), {})
+
+    def neg(self):
+        return -self
+
+    def reciprocal(self):
+        return _apply("inv", (self,), {})
+
+    def pow(self, p):
+        return self ** p
+
+    def clamp(self, min=None, max=None):  # noqa: A002 - PyTorch's names
+        return _apply("clamp", (self,), {"lo": None if min is None else float(min),
+                                        "hi": None if max is None else float(max)})
+
+    clip = clamp
+
+    def softmax(self, dim=-1):
+        return _apply("softmax", (self,), {"axis": dim})
+
+    def log_softmax(self, dim=-1):
+        return _apply("log_softmax", (self,), {"axis": dim})
+
+    def matmul(self, o):
+        return matmul(self, o)
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _resolve(t: Tensor):
+    tape = t._tape
+    if tape is not None and tape.merged_into is not None:
+        off = 0
+        while tape.merged_into is not None:
+            off += tape.merge_offset
+            tape = tape.merged_into
+        t._tape = tape
+        t._id += off
+    return tape, t._id
+
+
+def _accumulate_grad(t: Tensor, g):
+    # Never add in place: a gradient array may be shared with another leaf's gradient.
+    if t._grad is None:
+        t._grad = Tensor(g)
+    else:
+        t._grad = Tensor(t._grad._value + g)
+
+
+def _wrap(y) -> Tensor:
+    t = Tensor.__new__(Tensor)
+    t._value = y
+    t._tape = None
+    t._id = -1
+    t._grad = None
+    t.requires_grad = False
+    return t
+
+
+def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
+    """Run op ``name`` on tensors ``ts`` and record it when any input requires grad."""
+    y, bwd = run_op(name, [t._value for t in ts], attrs)
+    out = _wrap(y)
+    if not _state.grad_enabled:
+        return out
+    needs = tuple(t.requires_grad for t in ts)
+    if True not in needs:
+        return out
+    target = None
+    for t in ts:
+        if t._tape is not None:
+            tape, _ = _resolve(t)
+            if tape.released:
+                continue
+            if target is None:
+                target = tape
+            elif tape is not target:
+                big, small = (target, tape) if len(target.nodes) >= len(tape.nodes) else (tape, target)
+                big.absorb(small)
+                target = big
+    if target is None:
+        target = GraphTape()
+    ids = []
+    for t in ts:
+        if t._tape is not None:
+            tape, i = _resolve(t)
+            if tape is target:
+                ids.append(i)
+            else:  # recorded on a released tape: backward through it must fail
+                ids.append(target._push(Node("released", t._value, True, (), _stale_backward)))
+        elif t.requires_grad:
+            ids.append(target.leaf_id(t))
+        else:
+            ids.append(target._push(Node(None, t._value, False)))
+    out._id = target._push(Node(name, y, True, tuple(ids), lambda g: bwd(g, needs)))
+    out._tape = target
+    out.requires_grad = True
+    return out
+
+
+def _as_value(o, like: Tensor):
+    """A scalar, array or Tensor as an array on ``like``'s device (scalars take like's dtype)."""
+    if isinstance(o, Tensor):
+        if o.device != like.device:
+            raise DeviceError(f"operands on different devices ({like.device} and {o.device})")
+        return o._value
+    K = get_kernels(like.device)
+    if isinstance(o, Number):
+        dt = like.dtype if (like.dtype.kind == "f" or isinstance(o, (int, np.integer))) else float32
+        return K.from_host(np.asarray(o, dtype=dt), dt)
+    a = np.asarray(o)
+    return K.from_host(a, like.dtype if a.dtype.kind == "f" and like.dtype.kind == "f" else a.dtype)
+
+
+def _as_tensor(o, like: Tensor) -> Tensor:
+    return o if isinstance(o, Tensor) else Tensor(_as_value(o, like))
+
+
+def _binary(name, a, b) -> Tensor:
+    if not isinstance(a, Tensor):
+        a = _as_tensor(a, b)
+    elif not isinstance(b, Tensor):
+        b = _as_tensor(b, a)
+    if a.dtype != b.dtype:
+        a, b = _promote(a, b, name)
+    return _apply(name, (a, b), {})
+
+
+def _promote(a, b, op):
+    if a.dtype.kind == "f" and b.dtype.kind == "f":
+        wide = np.promote_types(a.dtype, b.dtype)
+        return (a if a.dtype == wide else a.to(dtype=wide)), (b if b.dtype == wide else b.to(dtype=wide))
+    if a.dtype.kind == "f":
+        return a, Tensor(b._value.astype(a.dtype))
+    if b.dtype.kind == "f":
+        return Tensor(a._value.astype(b.dtype)), b
+    wide = np.promote_types(a.dtype, b.dtype)
+    return Tensor(a._value.astype(wide)), Tensor(b._value.astype(wide))
+
+
+def _shape_args(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _resolve_shape(shape, n, op):
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or n % known:
+            raise ShapeError(f"{op}: cannot infer -1 in {shape} for {n} elements")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or math.prod(shape) != n:
+        raise ShapeError(f"{op}: cannot reshape {n} elements into {shape}")
+    return shape
+
+
+def _dims(dim, ndim):
+    if dim is None:
+        return tuple(range(ndim))
+    return tuple(dim) if isinstance(dim, (tuple, list)) else dim
+
+
+def _advanced_index(x: Tensor, idx: Tensor) -> Tensor:
+    if idx.dtype.kind == "b":
+        raise TorchLeanError("getitem: boolean mask indexing is not supported; use tl.where")
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"getitem: index tensor must be integer, got {idx.dtype}")
+    host = idx.numpy()
+    if host.ndim == 1:
+        return _apply("index_select", (x,), {"axis": 0, "indices": host})
+    flat = _apply("index_select", (x,), {"axis": 0, "indices": host.reshape(-1)})
+    return flat.reshape(host.shape + x.shape[1:])
+
+
+# ---- creation -------------------------------------------------------------------------------
+
+def _place(a: np.ndarray, device: str, requires_grad: bool) -> Tensor:
+    if device not in ("cpu", "cuda"):
+        raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
+    v = a if device == "cpu" else get_kernels("cuda").from_host(a, a.dtype)
+    return Tensor(v, requires_grad=requires_grad)
+
+
+def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """A new tensor (a copy). Python floats give float32; NumPy arrays keep their dtype."""
+    dtype = as_dtype(dtype)
+    if isinstance(data, Tensor):
+        a = data.numpy()
+    else:
+        a = np.asarray(data)
+        if dtype is None and not isinstance(data, np.ndarray):
+            if a.dtype.kind == "f":
+                a = a.astype(np.float32)
+            elif a.dtype.kind in "iu":
+                a = a.astype(np.int64)
+    if a.dtype == object:
+        raise DTypeError("tensor: data must be numeric")
+    a = np.array(a, dtype=dtype or a.dtype, copy=True, order="C")
+    return _place(a, device, requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """Share memory with a NumPy array (no copy when it is contiguous)."""
+    return Tensor(np.ascontiguousarray(a))
+
+
+def from_dlpack(obj) -> Tensor:
+    """Zero-copy import of a DLPack-capable array (NumPy, CuPy, PyTorch, ...)."""
+    dev = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
+    if dev == 1:  # kDLCPU
+        return Tensor(np.from_dlpack(obj))
+    cp = get_kernels("cuda").xp
+    return Tensor(cp.from_dlpack(obj))
+
+
+def _creation(fill):
+    def make(*shape, dtype=None, device="cpu", requires_grad=False):
+        shape = _shape_args(shape)
+        dt = as_dtype(dtype) or float32
+        K = get_kernels(device) if device in ("cpu", "cuda") else None
+        if K is None:
+            raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
+        return Tensor(K.full(shape, fill, dt), requires_grad=requires_grad)
+    return make
+
+
+zeros = _creation(0)
+ones = _creation(1)
+
+
+def full(shape, value, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    shape = _shape_args((shape,)) if not isinstance(shape, int) else (shape,)
+    dt = as_dtype(dtype) or (float32 if isinstance(value, float) else np.dtype(type(value)) if isinstance(value, bool)
+                             else int64 if isinstance(value, int) else float32)
+    return Tensor(get_kernels(device).full(shape, value, dt), requires_grad=requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None, requires_grad=False) -> Tensor:
+    return zeros(*t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype=None, requires_grad=False) -> Tensor:
+    return ones(*t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
+    if end is None:
+        start, end = 0, start
+    a = np.arange(start, end, step)
+    dt = as_dtype(dtype) or (int64 if a.dtype.kind in "iu" else float32)
+    return _place(a.astype(dt), device, False)
+
+
+def linspace(start, end, steps, dtype=None, device="cpu") -> Tensor:
+    return _place(np.linspace(start, end, steps).astype(as_dtype(dtype) or float32), device, False)
+
+
+# ---- random numbers: counter-based, the same on every device --------------------------------
+
+class _RNG:
+    seed = 0
+    counter = 0
+
+    @classmethod
+    def next(cls):
+        c = cls.counter
+        cls.counter += 1
+        return cls.seed, c
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the counter-based generator (resets its counter)."""
+    _RNG.seed = int(seed)
+    _RNG.counter = 0
+
+
+def next_rng_key():
+    """(seed, counter) for one random draw; advances the counter."""
+    return _RNG.next()
+
+
+def rand(*shape, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    s, c = _RNG.next()
+    dt = as_dtype(dtype) or float32
+    return Tensor(get_kernels(device).rand_uniform(_shape_args(shape), s, c, dt), requires_grad=requires_grad)
+
+
+def randn(*shape, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    s, c = _RNG.next()
+    dt = as_dtype(dtype) or float32
+    return Tensor(get_kernels(device).randn(_shape_args(shape), s, c, dt), requires_grad=requires_grad)
+
+
+def randint(low, high=None, size=(), device="cpu") -> Tensor:
+    if high is None:
+        low, high = 0, low
+    s, c = _RNG.next()
+    u = get_kernels("cpu").rand_uniform(tuple(size), s, c, np.float64)
+    return _place((low + np.floor(u * (high - low))).astype(np.int64), device, False)
+
+
+def randperm(n, device="cpu") -> Tensor:
+    s, c = _RNG.next()
+    u = get_kernels("cpu").rand_uniform((n,), s, c, np.float64)
+    return _place(np.argsort(u, kind="stable").astype(np.int64), device, False)
+
+
+# ---- function forms -------------------------------------------------------------------------
+
+def cat(tensors, dim=0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("concat: needs at least one tensor")
+    return _apply("concat", tuple(tensors), {"axis": dim})
+
+
+concat = cat
+
+
+def stack(tensors, dim=0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("stack: needs at least one tensor")
+    return _apply("stack", tuple(tensors), {"axis": dim})
+
+
+def matmul(a, b) -> Tensor:
+    if not isinstance(a, Tensor):
+        a = _as_tensor(a, b)
+    if not isinstance(b, Tensor):
+        b = _as_tensor(b, a)
+    return _apply("matmul", (a, b), {})
+
+
+def bmm(a, b) -> Tensor:
+    return _apply("bmm", (a, b), {})
+
+
+def where(cond, a, b) -> Tensor:
+    ref = a if isinstance(a, Tensor) else b
+    if not isinstance(ref, Tensor):
+        raise TorchLeanError("where: at least one of a, b must be a Tensor")
+    a, b = _as_tensor(a, ref), _as_tensor(b, ref)
+    if a.dtype != b.dtype:
+        a, b = _promote(a, b, "where")
+    c = cond._value if isinstance(cond, Tensor) else np.asarray(cond)
+    if c.dtype != np.bool_:
+        c = c != 0
+    return _apply("where", (a, b), {"cond": c})
+
+
+def maximum(a, b) -> Tensor:
+    return _binary("maximum", a, b)
+
+
+def minimum(a, b) -> Tensor:
+    return _binary("minimum", a, b)
+
+
+def _unary_fn(name):
+    def f(x):
+        return getattr(x, name)()
+    f.__name__ = name
+    f.__doc__ = f"Function form of :meth:`Tensor.{name}`."
+    return f
+
+
+exp, log, sqrt, abs, sin, cos = (_unary_fn(n) for n in ("exp", "log", "sqrt", "abs", "sin", "cos"))  # noqa: A001
+relu, sigmoid, tanh = (_unary_fn(n) for n in ("relu", "sigmoid", "tanh"))
+
+
+def sum(x, dim=None, keepdim=False):  # noqa: A001
+    return x.sum(dim, keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    return x.mean(dim, keepdim)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002
+    return x.clamp(min, max)
+
+
+def softmax(x, dim=-1):
+    return x.softmax(dim)
+
+
+def log_softmax(x, dim=-1):
+    return x.log_softmax(dim)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    return x.flatten(start_dim, end_dim)
+
+
+def reshape(x, *shape):
+    return x.reshape(*shape)
+
+
+def transpose(x, d0, d1):
+    return x.transpose(d0, d1)
+
+
+def permute(x, *dims):
+    return x.permute(*dims)
+
+
+def unsqueeze(x, dim):
+    return x.unsqueeze(dim)
+
+
+def squeeze(x, dim=None):
+    return x.squeeze(dim)
+
+
+def pow(x, p):  # noqa: A001
+    return x ** p
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)

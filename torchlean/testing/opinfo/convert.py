@@ -1,0 +1,15 @@
+"""Test records: casts and device moves."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import DeviceError, DTypeError
+from . import BadInput, OpInfo, Sample, defop, rand
+
+defop(OpInfo("cast", lambda rng: [Sample((rand(rng, 3, 4),), {"dtype": "float64"}),
+                                   Sample((rand(rng, 5),), {"dtype": "float32"})],
+             lambda rng: [BadInput((np.ones(3),), {"dtype": "int64"}, DTypeError, "int64")],
+             torch_ref=lambda torch, x, *, dtype: x.to(getattr(torch, dtype))))
+defop(OpInfo("to_device", lambda rng: [Sample((rand(rng, 3, 4),), {"device": "cpu"})],
+             lambda rng: [BadInput((np.ones(3),), {"device": "tpu"}, DeviceError, "tpu")]))
