@@ -90,7 +90,10 @@ class GraphTape(Tape):
     """A :class:`Tape` that also knows which leaf tensors its leaf nodes stand for."""
 
     def __init__(self):
-        super().__init__()
+        # Tape.__init__ inlined: a tape opens for every computation that starts from leaves.
+        self.nodes = []
+        self.fast_kernels = None
+        self.released = False
         self.leaves: list = []          # (node id, Tensor)
         self.leaf_of: dict = {}         # id(Tensor) -> node id
         self.merged_into = None
@@ -567,18 +570,30 @@ def _wrap(y) -> Tensor:
 
 
 def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
-    """Run op ``name`` on tensors ``ts`` and record it when any input requires grad."""
+    """Run op ``name`` on tensors ``ts`` and record it when any input requires grad.
+
+    The eager hot path: one pass finds the tape to record on (merging tapes when the
+    inputs' computations meet), a second gives each input its node id.
+    """
     y, bwd = run_op(name, [t._value for t in ts], attrs)
-    out = _wrap(y)
+    out = Tensor.__new__(Tensor)
+    out._value = y
+    out._tape = None
+    out._id = -1
+    out._grad = None
+    out.requires_grad = False
     if not _state.grad_enabled:
         return out
-    needs = tuple(t.requires_grad for t in ts)
-    if True not in needs:
-        return out
     target = None
+    rg = False
     for t in ts:
-        if t._tape is not None:
-            tape, _ = _resolve(t)
+        if t.requires_grad:
+            rg = True
+            tape = t._tape
+            if tape is None:
+                continue
+            if tape.merged_into is not None:
+                tape, _ = _resolve(t)
             if tape.released:
                 continue
             if target is None:
@@ -587,21 +602,33 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
                 big, small = (target, tape) if len(target.nodes) >= len(tape.nodes) else (tape, target)
                 big.absorb(small)
                 target = big
+    if not rg:
+        return out
     if target is None:
         target = GraphTape()
+    nodes = target.nodes
     ids = []
     for t in ts:
-        if t._tape is not None:
-            tape, i = _resolve(t)
+        tape = t._tape
+        if tape is not None:
             if tape is target:
-                ids.append(i)
-            else:  # recorded on a released tape: backward through it must fail
-                ids.append(target._push(Node("released", t._value, True, (), _stale_backward)))
+                i = t._id
+            else:
+                tape, i = _resolve(t)
+                if tape is not target:  # recorded on a released tape: backward through it must fail
+                    i = len(nodes)
+                    nodes.append(Node("released", t._value, True, (), _stale_backward))
         elif t.requires_grad:
-            ids.append(target.leaf_id(t))
+            i = target.leaf_of.get(id(t))
+            if i is None:
+                i = target.leaf_id(t)
         else:
-            ids.append(target._push(Node(None, t._value, False)))
-    out._id = target._push(Node(name, y, True, tuple(ids), lambda g: bwd(g, needs)))
+            i = len(nodes)
+            nodes.append(Node(None, t._value, False))
+        ids.append(i)
+    needs = tuple([t.requires_grad for t in ts])
+    out._id = len(nodes)
+    nodes.append(Node(name, y, True, tuple(ids), lambda g: bwd(g, needs)))
     out._tape = target
     out.requires_grad = True
     return out
@@ -626,6 +653,8 @@ def _as_tensor(o, like: Tensor) -> Tensor:
 
 
 def _binary(name, a, b) -> Tensor:
+    if type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype:
+        return _apply(name, (a, b), {})
     if not isinstance(a, Tensor):
         a = _as_tensor(a, b)
     elif not isinstance(b, Tensor):

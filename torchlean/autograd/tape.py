@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import AutogradError, DeviceError, ShapeError, TorchLeanError, fmt_shapes
 from ..kernels import get_kernels
-from ..options import get_options
+from ..options import _current as _OPTS
 from ..spec import SPEC
 from .rules import RULES
 
@@ -56,32 +56,61 @@ class Node:
         return f"Node({self.name!r}, shape={shape}, parents={list(self.parents)}, requires_grad={self.requires_grad})"
 
 
+_SHAPE_CACHE: dict = {}   # (name, *input shapes) -> output shape, for ops without attributes
+_DISPATCH: dict = {}      # name -> (spec, rule, arity, shape rule)
+_K_CPU: list = []
+
+
+def _dispatch(name):
+    spec = SPEC.get(name)
+    if spec is None:
+        raise TorchLeanError(f"unknown op {name!r}")
+    rule = RULES.get(name)
+    if rule is None:
+        raise TorchLeanError(f"{name}: no runtime rule registered")
+    if not _K_CPU:
+        _K_CPU.append(get_kernels("cpu"))
+    d = _DISPATCH[name] = (spec, rule, spec.arity, spec.shape)
+    return d
+
 def run_op(name, vals, attrs, fast=None):
     """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
 
     ``backward(g, needs)`` returns one cotangent per input. In reference mode
     (``fast_kernels=False``, CPU only) the spec's forward and VJP run instead of
-    the device rule.
+    the device rule. This is the eager hot path: keep it lean.
     """
-    spec = SPEC.get(name)
-    if spec is None:
-        raise TorchLeanError(f"unknown op {name!r}")
-    if spec.arity >= 0 and len(vals) != spec.arity:
-        raise TorchLeanError(f"{name}: expects {spec.arity} array input(s), got {len(vals)}")
-    dev = device_of(vals[0]) if vals else "cpu"
-    for v in vals[1:]:
-        d = device_of(v)
-        if d != dev:
-            raise DeviceError(f"{name}: inputs on different devices ({dev} and {d})")
-    try:
-        out_shape = spec.shape(*[v.shape for v in vals], **attrs)
-    except TypeError as e:
-        raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
+    d = _DISPATCH.get(name)
+    if d is None:
+        d = _dispatch(name)
+    spec, rule, arity, shape_rule = d
+    if arity >= 0 and len(vals) != arity:
+        raise TorchLeanError(f"{name}: expects {arity} array input(s), got {len(vals)}")
+    dev = "cpu"
+    for v in vals:
+        if type(v) is not _ndarray:
+            dev = device_of(vals[0]) if vals else "cpu"
+            for w in vals:
+                dw = device_of(w)
+                if dw != dev:
+                    raise DeviceError(f"{name}: inputs on different devices ({dev} and {dw})")
+            break
+    if attrs:
+        try:
+            out_shape = shape_rule(*[v.shape for v in vals], **attrs)
+        except TypeError as e:
+            raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
+    else:
+        key = (name, *[v.shape for v in vals])
+        out_shape = _SHAPE_CACHE.get(key)
+        if out_shape is None:
+            out_shape = tuple(shape_rule(*key[1:]))
+            if len(_SHAPE_CACHE) < 65536:
+                _SHAPE_CACHE[key] = out_shape
     if fast is None:
-        fast = get_options().fast_kernels
+        fast = _OPTS[0].fast_kernels
     if not fast and dev == "cpu":
-        y = spec.forward(*vals, **attrs)
-        y = np.asarray(y)
+        y = np.asarray(spec.forward(*vals, **attrs))
         # Spec code may compute in float64; results keep the inputs' dtype (a cast's is its target).
         if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f" and name != "cast":
             y = y.astype(vals[0].dtype)
@@ -91,15 +120,14 @@ def run_op(name, vals, attrs, fast=None):
             return tuple(None if (gr is None or not nd) else np.asarray(gr).astype(g.dtype, copy=False)
                          for gr, nd in zip(grads, needs))
     else:
-        rule = RULES[name]
-        K = get_kernels(dev)
+        K = _K_CPU[0] if dev == "cpu" and _K_CPU else get_kernels(dev)
         y, saved = rule.forward(K, *vals, **attrs)
-        if type(y) is not _ndarray and dev == "cpu":
+        if dev == "cpu" and type(y) is not _ndarray:
             y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
 
         def backward(g, needs, _r=rule, _K=K, _s=saved):
             return _r.backward(_K, _s, g, needs)
-    if tuple(y.shape) != tuple(out_shape):
+    if y.shape != out_shape and tuple(y.shape) != tuple(out_shape):
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
     return y, backward
 
