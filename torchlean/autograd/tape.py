@@ -99,6 +99,8 @@ def run_op(name, vals, attrs, fast=None):
         try:
             out_shape = shape_rule(*[v.shape for v in vals], **attrs)
         except TypeError as e:
+            if isinstance(e, TorchLeanError):
+                raise
             raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
     else:
         key = (name, *[v.shape for v in vals])
