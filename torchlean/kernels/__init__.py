@@ -37,8 +37,8 @@ def get_kernels(device: str = "cpu") -> SimpleNamespace:
     if k is not None:
         return k
     if device == "cpu":
-        from . import host, host_nn
-        k = _namespace("cpu", [host, host_nn])
+        from . import host, host_conv, host_nn
+        k = _namespace("cpu", [host, host_conv, host_nn])
     elif device == "cuda":
         from .cuda import load_modules
         k = _namespace("cuda", load_modules())
@@ -53,7 +53,7 @@ def cuda_available() -> bool:
     try:
         get_kernels("cuda")
         return True
-    except BackendUnavailableError:
+    except (BackendUnavailableError, ImportError):
         return False
 
 
