@@ -62,14 +62,14 @@ def _plan_view(in_dims, out_dims, axis_map):
 
 def broadcast_to(x, in_dims, out_dims, axis_map):
     v = x.reshape(_plan_view(tuple(in_dims), tuple(out_dims), tuple(axis_map)))
-    return np.ascontiguousarray(np.broadcast_to(v, tuple(out_dims)))
+    return np.array(np.broadcast_to(v, tuple(out_dims)), order="C")  # a copy; 0-d stays 0-d
 
 
 def reduce_from_broadcast_to(g, in_dims, out_dims, axis_map):
     in_dims, out_dims = tuple(in_dims), tuple(out_dims)
     view = _plan_view(in_dims, out_dims, tuple(axis_map))
     axes = tuple(j for j, (v, o) in enumerate(zip(view, out_dims)) if v == 1 and o != 1)
-    return np.ascontiguousarray(g.sum(axis=axes, keepdims=True).reshape(in_dims))
+    return np.asarray(g.sum(axis=axes, keepdims=True), order="C").reshape(in_dims)
 
 
 def swap_adjacent_at_depth(x, dims, depth):

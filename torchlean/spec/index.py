@@ -1,3 +1,250 @@
-"""Spec family: index."""
+"""Index ops: the reference meaning of ``index_select``, ``gather``, ``scatter_add``,
+``embedding``, ``gather_rows`` and ``scatter_add_rows``.
+
+Index rules (DESIGN.md): indices are host integer arrays or sequences given as
+attributes, never differentiated. A negative index or one >= 2**32 raises
+:class:`IndexRangeError`; float indices raise :class:`DTypeError`. An index in
+uint32 range but out of bounds makes a gather yield 0 (a zero entry or row) and
+makes a scatter ignore it; repeated scatter indices accumulate.
+
+* ``index_select(x; axis, indices)``: ``indices`` 1-D (or 0-d, read as one entry);
+  out has ``len(indices)`` entries along ``axis``.
+* ``gather(x; axis, index)`` (torch.gather): ``index`` has x's number of axes,
+  ``index.shape[d] <= x.shape[d]`` for ``d != axis``; ``out[p] = x[p with
+  p[axis] = index[p]]``, out shape ``index.shape``.
+* ``scatter_add(x, src; axis, index)`` (torch.Tensor.scatter_add):
+  ``out = x`` then ``out[p with p[axis] = index[p]] += src[p]`` for every position
+  ``p`` of ``index``; ``index.shape[d] <= src.shape[d]`` and, for ``d != axis``,
+  ``<= x.shape[d]``. Differentiable in ``x`` and ``src``.
+* ``embedding(weight; indices)``: weight ``(num, dim)``, any index shape, out
+  ``indices.shape + (dim,)``.
+* ``gather_rows(mat; indices)``: out ``(k,) + mat.shape[1:]`` for 1-D indices of length k.
+* ``scatter_add_rows(mat, values; indices)``: values ``(k,) + mat.shape[1:]``.
+
+    >>> import numpy as np
+    >>> from torchlean.spec import SPEC
+    >>> SPEC["gather_rows"].forward(np.array([[1.0, 2.0], [3.0, 4.0]]), indices=[1, 5, 1]).tolist()
+    [[3.0, 4.0], [0.0, 0.0], [3.0, 4.0]]
+"""
 
 from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..kernels.api import check_indices
+from .registry import defspec
+from .shape_ops import along, axis_of
+
+
+# ---- helpers shared with the runtime rules --------------------------------------------------
+
+def index_array(op: str, indices) -> np.ndarray:
+    """``indices`` as an int64 array of its own shape, range- and dtype-checked (DESIGN.md)."""
+    shape = np.shape(indices)
+    return check_indices(indices, op).reshape(shape)
+
+
+def index_vector(op: str, indices, ndim_ok=(0, 1)) -> np.ndarray:
+    """1-D int64 indices; a 0-d index is read as one entry when ``ndim_ok`` allows it."""
+    idx = index_array(op, indices)
+    if idx.ndim not in ndim_ok:
+        raise ShapeError(f"{op}: indices must be 1-D, got shape {idx.shape}")
+    return idx.reshape(-1)
+
+
+def positions(idx: np.ndarray, axis: int) -> list:
+    """Dense coordinates of every entry of ``idx``, with the ``axis`` coordinate replaced by the index."""
+    coords = list(np.indices(idx.shape))
+    coords[axis] = idx
+    return coords
+
+
+def flat_positions(x_shape, axis: int, idx: np.ndarray) -> np.ndarray:
+    """Row-major offsets into x of every index entry; ``size(x)`` (out of bounds) where
+    ``idx >= x_shape[axis]``, so the seeds' vector gather/scatter kernels yield 0 / ignore it."""
+    x_shape = tuple(x_shape)
+    size = int(np.prod(x_shape))
+    strides = [int(np.prod(x_shape[d + 1:])) for d in range(len(x_shape))]
+    flat = np.zeros(idx.shape, dtype=np.int64)
+    for d, c in enumerate(positions(idx, axis)):
+        flat += c * strides[d]
+    return np.where(idx < x_shape[axis], flat, size).reshape(-1)
+
+
+def gather_plan(op: str, x_shape, axis, index, what="x"):
+    """(axis, index array) of gather / scatter_add after checking shapes against ``x_shape``."""
+    x_shape = tuple(x_shape)
+    a = axis_of(op, axis, len(x_shape))
+    idx = index_array(op, index)
+    if idx.ndim != len(x_shape):
+        raise ShapeError(f"{op}: index of shape {idx.shape} must have as many axes as {what} {x_shape}")
+    for d, (i, n) in enumerate(zip(idx.shape, x_shape)):
+        if d != a and i > n:
+            raise ShapeError(f"{op}: index shape {idx.shape} exceeds {what} shape {x_shape} at axis {d}")
+    return a, idx
+
+
+def check_rows(op: str, mat_shape, what="mat") -> None:
+    if len(mat_shape) == 0:
+        raise ShapeError(f"{op}: {what} must have at least one axis, got a 0-d input")
+
+
+# ---- index_select ---------------------------------------------------------------------------
+
+def _index_select_plan(shape, axis, indices):
+    a = axis_of("index_select", axis, len(shape))
+    return a, index_vector("index_select", indices)
+
+
+def _index_select_shape(x, *, axis, indices):
+    a, idx = _index_select_plan(x, axis, indices)
+    return tuple(x[:a]) + (idx.size,) + tuple(x[a + 1:])
+
+
+def _index_select(x, *, axis, indices):
+    a, idx = _index_select_plan(x.shape, axis, indices)
+    ok = idx < x.shape[a]
+    out = np.zeros(x.shape[:a] + (idx.size,) + x.shape[a + 1:], dtype=x.dtype)
+    out[along(a, ok)] = np.take(x, idx[ok], axis=a)
+    return out
+
+
+def _index_select_vjp(g, x, *, axis, indices):
+    a, idx = _index_select_plan(x.shape, axis, indices)
+    ok = idx < x.shape[a]
+    dx = np.zeros(x.shape, dtype=np.result_type(g, x))
+    np.add.at(dx, along(a, idx[ok]), g[along(a, ok)])
+    return (dx,)
+
+
+defspec("index_select", _index_select, _index_select_vjp, _index_select_shape, 1)
+
+
+# ---- gather / scatter_add (torch semantics) -------------------------------------------------
+
+def _gather(x, *, axis, index):
+    a, idx = gather_plan("gather", x.shape, axis, index)
+    ok = idx < x.shape[a]
+    out = np.zeros(idx.shape, dtype=x.dtype)
+    out[ok] = x[tuple(c[ok] for c in positions(idx, a))]
+    return out
+
+
+def _gather_vjp(g, x, *, axis, index):
+    a, idx = gather_plan("gather", x.shape, axis, index)
+    ok = idx < x.shape[a]
+    dx = np.zeros(x.shape, dtype=np.result_type(g, x))
+    np.add.at(dx, tuple(c[ok] for c in positions(idx, a)), np.asarray(g)[ok])
+    return (dx,)
+
+
+defspec("gather", _gather, _gather_vjp,
+        lambda x, *, axis, index: tuple(gather_plan("gather", x, axis, index)[1].shape), 1)
+
+
+def scatter_plan(x_shape, src_shape, axis, index):
+    """(axis, index array, region of src that index covers) of scatter_add."""
+    a, idx = gather_plan("scatter_add", x_shape, axis, index)
+    if len(src_shape) != len(x_shape):
+        raise ShapeError(f"scatter_add: src of shape {tuple(src_shape)} must have as many axes as x {tuple(x_shape)}")
+    if any(i > s for i, s in zip(idx.shape, src_shape)):
+        raise ShapeError(f"scatter_add: index shape {idx.shape} exceeds src shape {tuple(src_shape)}")
+    return a, idx, tuple(slice(0, i) for i in idx.shape)
+
+
+def _scatter_add(x, src, *, axis, index):
+    a, idx, region = scatter_plan(x.shape, src.shape, axis, index)
+    ok = idx < x.shape[a]
+    out = np.array(x, copy=True)
+    np.add.at(out, tuple(c[ok] for c in positions(idx, a)), src[region][ok])
+    return out
+
+
+def _scatter_add_vjp(g, x, src, *, axis, index):
+    a, idx, region = scatter_plan(x.shape, src.shape, axis, index)
+    ok = idx < x.shape[a]
+    picked = np.zeros(idx.shape, dtype=np.result_type(g, src))
+    picked[ok] = g[tuple(c[ok] for c in positions(idx, a))]
+    dsrc = np.zeros(src.shape, dtype=picked.dtype)
+    dsrc[region] = picked
+    return np.array(g, copy=True), dsrc
+
+
+def _scatter_add_shape(x, src, *, axis, index):
+    scatter_plan(x, src, axis, index)
+    return tuple(x)
+
+
+defspec("scatter_add", _scatter_add, _scatter_add_vjp, _scatter_add_shape, 2)
+
+
+# ---- row gathers and scatters ---------------------------------------------------------------
+
+def _rows(mat, idx):
+    """Rows ``idx`` of ``mat``; a zero row where ``idx >= len(mat)``."""
+    ok = idx < mat.shape[0]
+    out = np.zeros((idx.size,) + mat.shape[1:], dtype=mat.dtype)
+    out[ok] = mat[idx[ok]]
+    return out
+
+
+def _add_rows(mat, values, idx):
+    """``mat`` with ``values[j]`` added to row ``idx[j]``; out-of-bounds rows ignored, repeats add up."""
+    ok = idx < mat.shape[0]
+    out = np.array(mat, copy=True)
+    np.add.at(out, idx[ok], values[ok])
+    return out
+
+
+def _embedding_shape(w, *, indices):
+    w = tuple(w)
+    if len(w) != 2:
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got shape {w}")
+    return tuple(index_array("embedding", indices).shape) + (w[1],)
+
+
+def _embedding(w, *, indices):
+    idx = index_array("embedding", indices)
+    return _rows(w, idx.reshape(-1)).reshape(idx.shape + (w.shape[1],))
+
+
+def _embedding_vjp(g, w, *, indices):
+    idx = index_array("embedding", indices).reshape(-1)
+    zero = np.zeros(w.shape, dtype=np.result_type(g, w))
+    return (_add_rows(zero, np.reshape(g, (idx.size, w.shape[1])), idx),)
+
+
+defspec("embedding", _embedding, _embedding_vjp, _embedding_shape, 1)
+
+
+def _gather_rows_shape(m, *, indices):
+    check_rows("gather_rows", m)
+    return (index_vector("gather_rows", indices, (1,)).size,) + tuple(m[1:])
+
+
+defspec("gather_rows",
+        lambda m, *, indices: _rows(m, index_vector("gather_rows", indices, (1,))),
+        lambda g, m, *, indices: (_add_rows(np.zeros(m.shape, dtype=np.result_type(g, m)), g,
+                                            index_vector("gather_rows", indices, (1,))),),
+        _gather_rows_shape, 1)
+
+
+def _scatter_rows_shape(m, v, *, indices):
+    check_rows("scatter_add_rows", m)
+    k = index_vector("scatter_add_rows", indices, (1,)).size
+    want = (k,) + tuple(m[1:])
+    if tuple(v) != want:
+        raise ShapeError(f"scatter_add_rows: values of shape {tuple(v)} must have shape {want} "
+                         f"({k} indices, mat {tuple(m)})")
+    return tuple(m)
+
+
+defspec("scatter_add_rows",
+        lambda m, v, *, indices: _add_rows(m, v, index_vector("scatter_add_rows", indices, (1,))),
+        lambda g, m, v, *, indices: (np.array(g, copy=True),
+                                     _rows(np.asarray(g), index_vector("scatter_add_rows", indices, (1,)))),
+        _scatter_rows_shape, 2)
+
+__all__ = ["index_array", "index_vector", "positions", "flat_positions", "gather_plan",
+           "scatter_plan", "check_rows"]

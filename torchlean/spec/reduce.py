@@ -1,3 +1,144 @@
-"""Spec family: reduce."""
+"""Reductions: the reference meaning of ``sum``, ``reduce_sum``, ``reduce_mean``,
+``reduce_max`` and ``reduce_min``.
+
+* ``sum(x)`` adds every entry and returns a 0-d array.
+* ``reduce_sum / reduce_mean(x; axis, keepdim=False)``: ``axis`` is an int or a
+  non-empty tuple of ints, negative allowed (Python style), no repeats.
+* ``reduce_max / reduce_min(x; axis, keepdim=False)``: values over one int axis;
+  the cotangent goes to the *first* extremal entry along the axis (row-major
+  order), as in the seeds' max-pool and ``max_bwd`` kernel. Reducing over an
+  empty axis is a :class:`ShapeError`.
+
+A 0-d input has one nameable axis, ``0`` or ``-1`` (as in PyTorch); reducing over
+it is the identity.
+
+    >>> import numpy as np
+    >>> from torchlean.spec import SPEC
+    >>> SPEC["reduce_max"].forward(np.array([[1.0, 3.0], [2.0, 0.0]]), axis=1).tolist()
+    [3.0, 2.0]
+"""
 
 from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..shape import norm_axes, norm_axis
+from .registry import defspec
+
+
+def reduce_axes(op: str, shape, axis) -> tuple:
+    """Sorted non-negative axes named by ``axis`` (int or non-empty tuple); ``()`` for a 0-d shape."""
+    shape = tuple(shape)
+    if isinstance(axis, (tuple, list)):
+        if not axis:
+            raise ShapeError(f"{op}: axis must name at least one axis, got {tuple(axis)!r} "
+                             f"(use sum(x) to reduce every axis)")
+        axes = tuple(axis)
+    else:
+        axes = (axis,)
+    # A 0-d tensor still answers to axis 0 / -1, like PyTorch.
+    out = norm_axes(axes, max(len(shape), 1), op)
+    return out if shape else ()
+
+
+def extremum_axis(op: str, shape, axis) -> int | None:
+    """The one (non-negative) axis of reduce_max / reduce_min; ``None`` for a 0-d shape."""
+    shape = tuple(shape)
+    if isinstance(axis, (tuple, list)):
+        raise ShapeError(f"{op}: axis must be a single int, got {tuple(axis)!r}")
+    a = norm_axis(axis, max(len(shape), 1), op)
+    if not shape:
+        return None
+    if shape[a] == 0:
+        raise ShapeError(f"{op}: cannot reduce over axis {axis} of size 0 (input shape {shape})")
+    return a
+
+
+def keep_shape(shape, axes) -> tuple:
+    """``shape`` with every reduced axis kept as length 1."""
+    return tuple(1 if k in axes else d for k, d in enumerate(shape))
+
+
+def reduced_shape(shape, axes, keepdim: bool) -> tuple:
+    if keepdim:
+        return keep_shape(shape, axes)
+    return tuple(d for k, d in enumerate(shape) if k not in axes)
+
+
+# ---- sum of everything ----------------------------------------------------------------------
+
+defspec("sum",
+        lambda x: np.asarray(np.sum(x)),
+        lambda g, x: (np.full(x.shape, np.asarray(g).reshape(()), dtype=np.result_type(g, x)),),
+        lambda x: (),
+        1)
+
+
+# ---- sum / mean over axes -------------------------------------------------------------------
+
+def _axes_shape(op):
+    def shape(x, *, axis, keepdim=False):
+        return reduced_shape(x, reduce_axes(op, x, axis), keepdim)
+    return shape
+
+
+def _reduce_sum(x, *, axis, keepdim=False):
+    return np.asarray(np.sum(x, axis=reduce_axes("reduce_sum", x.shape, axis), keepdims=keepdim))
+
+
+def _reduce_sum_vjp(g, x, *, axis, keepdim=False):
+    axes = reduce_axes("reduce_sum", x.shape, axis)
+    gk = np.reshape(g, keep_shape(x.shape, axes))
+    return (np.broadcast_to(gk, x.shape).copy(),)
+
+
+def _reduce_mean(x, *, axis, keepdim=False):
+    axes = reduce_axes("reduce_mean", x.shape, axis)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    return np.asarray(np.sum(x, axis=axes, keepdims=keepdim) / n) if n else \
+        np.full(reduced_shape(x.shape, axes, keepdim), np.nan, dtype=x.dtype)
+
+
+def _reduce_mean_vjp(g, x, *, axis, keepdim=False):
+    axes = reduce_axes("reduce_mean", x.shape, axis)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    gk = np.reshape(g, keep_shape(x.shape, axes))
+    # An empty reduction has an empty input: no entry receives anything.
+    return (np.broadcast_to(gk / max(n, 1), x.shape).copy(),)
+
+
+defspec("reduce_sum", _reduce_sum, _reduce_sum_vjp, _axes_shape("reduce_sum"), 1)
+defspec("reduce_mean", _reduce_mean, _reduce_mean_vjp, _axes_shape("reduce_mean"), 1)
+
+
+# ---- max / min over one axis ----------------------------------------------------------------
+
+def _extremum(op, fn, pick):
+    def shape(x, *, axis, keepdim=False):
+        a = extremum_axis(op, x, axis)
+        return tuple(x) if a is None else reduced_shape(x, (a,), keepdim)
+
+    def forward(x, *, axis, keepdim=False):
+        a = extremum_axis(op, x.shape, axis)
+        if a is None:
+            return np.array(x, copy=True)
+        return np.asarray(fn(x, axis=a, keepdims=keepdim))
+
+    def vjp(g, x, *, axis, keepdim=False):
+        a = extremum_axis(op, x.shape, axis)
+        if a is None:
+            return (np.array(g, copy=True),)
+        # argmax / argmin return the first occurrence: ties send everything to the first entry.
+        idx = np.expand_dims(pick(x, axis=a), a)
+        dx = np.zeros(x.shape, dtype=np.result_type(g, x))
+        np.put_along_axis(dx, idx, np.reshape(g, keep_shape(x.shape, (a,))), axis=a)
+        return (dx,)
+
+    defspec(op, forward, vjp, shape, 1)
+
+
+_extremum("reduce_max", np.max, np.argmax)
+_extremum("reduce_min", np.min, np.argmin)
+
+__all__ = ["reduce_axes", "extremum_axis", "keep_shape", "reduced_shape"]
