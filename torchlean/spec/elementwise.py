@@ -32,7 +32,7 @@ def sum_to_shape(g: np.ndarray, shape: tuple) -> np.ndarray:
     return g.sum(axis=axes).reshape(shape)
 
 
-def _same(x, **_):
+def _same(x):
     return tuple(x)
 
 
@@ -42,7 +42,7 @@ def _unary(name, f, df):
 
 
 def _binary(name, f, vjp):
-    def shape(a, b, **_):
+    def shape(a, b):
         return broadcast_shapes(a, b, op=name)
 
     def wrapped_vjp(g, a, b, **attrs):

@@ -1,0 +1,817 @@
+"""ONNX import: an ONNX model becomes an IR graph and a payload.
+
+Each ONNX node is translated by one function of the table :data:`CONVERTERS`
+(keyed by ONNX op type) into IR nodes of the spec's kinds. Constants
+(initializers, ``Constant`` nodes, and any node whose inputs are all constant)
+are folded on the host; those still needed at run time become ``const`` nodes,
+and weights of layers (Gemm, Conv, normalization, embedding Gather) go to the
+payload of parameterised nodes. Shapes must be static (or given through
+``input_shapes``). An ONNX op or attribute that has no exact IR meaning raises
+:class:`~torchlean.errors.IRError` naming it and the ONNX node.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, IRError, TorchLeanError
+from ..spec import SPEC
+from .graph import Graph, Node, Payload, kind_info, spec_args
+from .infer import check
+
+__all__ = ["from_onnx", "CONVERTERS"]
+
+
+def _onnx():
+    try:
+        import onnx
+        from onnx import helper, numpy_helper
+    except ImportError:
+        raise BackendUnavailableError(
+            "ONNX import needs the onnx package: pip install onnx  (or pip install 'torchlean[onnx]')"
+        ) from None
+    return onnx, helper, numpy_helper
+
+
+class _Ref(int):
+    """A value computed at run time: the id of the IR node that produces it."""
+
+
+class _Builder:
+    """Appends IR nodes, inferring shapes with the spec rules, or folds constants."""
+
+    def __init__(self):
+        self.nodes: list = []
+        self.shapes: list = []
+        self.payload = Payload()
+        self._const_ids: dict = {}
+        self.where = ""          # the ONNX node being translated, for messages
+
+    def fail(self, msg):
+        raise IRError(f"from_onnx: {self.where}: {msg}")
+
+    def shape(self, v) -> tuple:
+        return self.shapes[v] if isinstance(v, _Ref) else tuple(np.shape(v))
+
+    def constant(self, v, what: str) -> np.ndarray:
+        if isinstance(v, _Ref):
+            self.fail(f"{what} must be a constant (an initializer or Constant), "
+                      f"but it is computed at run time")
+        return np.asarray(v)
+
+    def node(self, v) -> _Ref:
+        """``v`` as a node id, materialising a constant as a ``const`` node (once per array)."""
+        if isinstance(v, _Ref):
+            return v
+        key = id(v)
+        if key not in self._const_ids:
+            a = np.asarray(v)
+            if a.dtype.kind != "f":
+                a = a.astype(np.float64)
+            i = self._append("const", (), tuple(a.shape), {})
+            self.payload[(i, "value")] = a
+            self._const_ids[key] = (i, v)          # keep v alive so id() stays unique
+        return self._const_ids[key][0]
+
+    def _append(self, kind, parents, shape, attrs) -> _Ref:
+        i = len(self.nodes)
+        self.nodes.append(Node(i, kind, tuple(int(p) for p in parents), tuple(shape), attrs))
+        self.shapes.append(tuple(shape))
+        return _Ref(i)
+
+    def add(self, kind: str, *inputs, params=None, **attrs):
+        """Apply IR kind ``kind`` to ``inputs`` (node refs or constants).
+
+        ``params`` maps the kind's payload names to arrays. When every input is a
+        constant the spec forward runs now and a constant comes back.
+        """
+        info = kind_info(kind)
+        if info is None:
+            self.fail(f"maps to the IR kind {kind!r}, which is not registered in this build")
+        params = dict(params or {})
+        if set(params) != set(info.params):
+            raise AssertionError(f"{kind}: params {sorted(params)} vs {info.params}")
+        fake = Node(-1, kind)
+        if not any(isinstance(v, _Ref) for v in inputs) and not params:
+            try:
+                return np.asarray(SPEC[kind].forward(*[np.asarray(v) for v in inputs], **attrs))
+            except Exception:  # not foldable on these dtypes: emit the node instead
+                pass
+        refs = [self.node(v) for v in inputs]
+        in_shapes = spec_args(fake, [self.shapes[r] for r in refs],
+                              {(-1, k): tuple(a.shape) for k, a in params.items()})
+        try:
+            shape = tuple(int(d) for d in SPEC[kind].shape(*in_shapes, **attrs))
+        except TorchLeanError as e:
+            self.fail(f"as IR {kind}: {e}")
+        r = self._append(kind, refs, shape, attrs)
+        for k, a in params.items():
+            self.payload[(int(r), k)] = a
+        return r
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _ints(v) -> tuple:
+    return tuple(int(x) for x in np.asarray(v).reshape(-1))
+
+
+def _scalar(b: _Builder, v, what) -> float:
+    a = b.constant(v, what)
+    if a.size != 1:
+        b.fail(f"{what} must be a single number, got shape {a.shape}")
+    return float(a.reshape(()))
+
+
+def _norm_axis(b, axis, rank, what="axis"):
+    if not -rank <= axis < max(rank, 1):
+        b.fail(f"{what} {axis} out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _spatial(b, attrs, d, name, default):
+    v = attrs.get(name)
+    if v is None:
+        return (default,) * d
+    v = tuple(int(x) for x in v)
+    if len(v) != d:
+        b.fail(f"attribute {name}={list(v)} needs {d} entries (one per spatial axis)")
+    return v
+
+
+def _sym_pads(b, attrs, d):
+    pads = attrs.get("pads")
+    if pads is None:
+        return (0,) * d
+    pads = tuple(int(p) for p in pads)
+    if len(pads) != 2 * d:
+        b.fail(f"attribute pads={list(pads)} needs {2 * d} entries")
+    if pads[:d] != pads[d:]:
+        b.fail(f"asymmetric pads {list(pads)} (begin {list(pads[:d])}, end {list(pads[d:])}) "
+               f"are not supported; the IR pads each axis symmetrically")
+    return pads[:d]
+
+
+def _auto_pad(b, attrs):
+    ap = attrs.get("auto_pad", "NOTSET")
+    if isinstance(ap, bytes):
+        ap = ap.decode()
+    if ap not in ("NOTSET", "VALID"):
+        b.fail(f"attribute auto_pad={ap!r} is not supported (give explicit pads)")
+
+
+def _opt(inputs, k):
+    return inputs[k] if len(inputs) > k and inputs[k] is not None else None
+
+
+# ---- converters: (builder, inputs, attrs, opset) -> output value(s) --------------------------
+
+def _binary(kind):
+    return lambda b, xs, a, opset: b.add(kind, xs[0], xs[1])
+
+
+def _unary(kind):
+    return lambda b, xs, a, opset: b.add(kind, xs[0])
+
+
+def _mul(b, xs, a, opset):
+    x, y = xs
+    # x * c with a one-entry constant c is the spec's scale (same shape as x).
+    for u, v in ((x, y), (y, x)):
+        if isinstance(u, _Ref) and not isinstance(v, _Ref) and np.size(v) == 1 \
+                and np.ndim(v) <= len(b.shape(u)):
+            return b.add("scale", u, c=float(np.asarray(v).reshape(())))
+    return b.add("mul", x, y)
+
+
+def _pow(b, xs, a, opset):
+    return b.add("pow", xs[0], exponent=_scalar(b, xs[1], "the exponent of Pow"))
+
+
+def _leaky_relu(b, xs, a, opset):
+    alpha = float(a.get("alpha", 0.01))
+    x = xs[0]
+    # For alpha <= 1, leaky_relu(x) = max(x, alpha * x); for alpha > 1 it is the min.
+    return b.add("maximum" if alpha <= 1 else "minimum", x, b.add("scale", x, c=alpha))
+
+
+def _gelu(b, xs, a, opset):
+    ap = a.get("approximate", "none")
+    return b.add("gelu", xs[0], approximate=ap.decode() if isinstance(ap, bytes) else ap)
+
+
+def _softmax(kind):
+    def conv(b, xs, a, opset):
+        x = xs[0]
+        s = b.shape(x)
+        r = len(s)
+        if opset >= 13:
+            return b.add(kind, x, axis=_norm_axis(b, int(a.get("axis", -1)), r))
+        # Before opset 13, (log)softmax acts on the input coerced to 2-D at `axis`.
+        ax = _norm_axis(b, int(a.get("axis", 1)), r)
+        if ax == r - 1:
+            return b.add(kind, x, axis=r - 1)
+        flat = b.add("reshape", x, shape=(math.prod(s[:ax]), math.prod(s[ax:])))
+        return b.add("reshape", b.add(kind, flat, axis=1), shape=s)
+    return conv
+
+
+def _matmul(b, xs, a, opset):
+    return b.add("matmul", xs[0], xs[1])
+
+
+def _gemm(b, xs, a, opset):
+    A, B, C = xs[0], xs[1], _opt(xs, 2)
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    if int(a.get("transA", 0)):
+        A = b.add("transpose", A, dim0=0, dim1=1)
+    tb = int(a.get("transB", 0))
+    if not isinstance(B, _Ref):
+        w = np.asarray(B)
+        w = w if tb else w.T
+        if len(b.shape(A)) != 2 or w.ndim != 2:
+            b.fail(f"Gemm needs 2-D operands, got {b.shape(A)} and {np.shape(B)}")
+        out = w.shape[0]
+        bias = None
+        if C is None or beta == 0:
+            bias = np.zeros(out, dtype=w.dtype)
+        elif not isinstance(C, _Ref):
+            c = np.asarray(C)
+            if c.size in (1, out) and (c.ndim <= 1 or (c.ndim == 2 and c.shape[0] == 1)):
+                bias = np.broadcast_to(c.reshape(-1), (out,)) * beta
+        weight = (w.astype(np.float64) * alpha).astype(w.dtype) if alpha != 1 else np.ascontiguousarray(w)
+        if bias is not None:
+            return b.add("linear", A, params={"weight": weight,
+                                              "bias": np.asarray(bias, dtype=w.dtype).copy()})
+        y = b.add("linear_nobias", A, params={"weight": weight})
+        return b.add("add", y, C if beta == 1 else b.add("scale", C, c=beta))
+    if tb:
+        B = b.add("transpose", B, dim0=0, dim1=1)
+    y = b.add("matmul", A, B)
+    if alpha != 1:
+        y = b.add("scale", y, c=alpha)
+    if C is not None and beta != 0:
+        y = b.add("add", y, C if beta == 1 else b.add("scale", C, c=beta))
+    return y
+
+
+def _reshape(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    target = _ints(b.constant(xs[1], "the shape input of Reshape")) if opset >= 5 \
+        else tuple(int(d) for d in a.get("shape", ()))
+    allow_zero = int(a.get("allowzero", 0))
+    out = []
+    for k, d in enumerate(target):
+        if d == 0 and not allow_zero:
+            if k >= len(s):
+                b.fail(f"shape {list(target)} copies axis {k} of an input of rank {len(s)}")
+            d = s[k]
+        out.append(d)
+    if out.count(-1) > 1 or any(d < -1 for d in out):
+        b.fail(f"invalid target shape {list(target)}")
+    if -1 in out:
+        known = math.prod(d for d in out if d != -1)
+        total = math.prod(s)
+        if known == 0 or total % known:
+            b.fail(f"cannot infer -1 in shape {list(target)} for an input of shape {s}")
+        out[out.index(-1)] = total // known
+    return b.add("reshape", x, shape=tuple(out))
+
+
+def _flatten(b, xs, a, opset):
+    s = b.shape(xs[0])
+    ax = int(a.get("axis", 1))
+    if not -len(s) <= ax <= len(s):
+        b.fail(f"axis {ax} out of range for rank {len(s)}")
+    ax = ax + len(s) if ax < 0 else ax
+    return b.add("reshape", xs[0], shape=(math.prod(s[:ax]), math.prod(s[ax:])))
+
+
+def _transpose(b, xs, a, opset):
+    r = len(b.shape(xs[0]))
+    perm = tuple(int(p) for p in a.get("perm", range(r - 1, -1, -1)))
+    return b.add("permute", xs[0], dims=perm)
+
+
+def _axes(b, xs, a, opset, since):
+    """Axes from the attribute (older opsets) or the second input (opset >= ``since``)."""
+    if opset >= since:
+        v = _opt(xs, 1)
+        return None if v is None else _ints(b.constant(v, "the axes input"))
+    return None if a.get("axes") is None else tuple(int(x) for x in a["axes"])
+
+
+def _squeeze(b, xs, a, opset):
+    x = xs[0]
+    r = len(b.shape(x))
+    axes = _axes(b, xs, a, opset, 13)
+    if axes is None:
+        return b.add("squeeze", x)
+    for ax in sorted({_norm_axis(b, ax, r) for ax in axes}, reverse=True):
+        x = b.add("squeeze", x, dim=ax)
+    return x
+
+
+def _unsqueeze(b, xs, a, opset):
+    x = xs[0]
+    axes = _axes(b, xs, a, opset, 13)
+    if axes is None:
+        b.fail("Unsqueeze needs axes")
+    r = len(b.shape(x)) + len(axes)
+    norm = sorted({_norm_axis(b, ax, r) for ax in axes})
+    if len(norm) != len(axes):
+        b.fail(f"repeated axes {list(axes)}")
+    for ax in norm:
+        x = b.add("unsqueeze", x, dim=ax)
+    return x
+
+
+def _concat(b, xs, a, opset):
+    if "axis" not in a:
+        b.fail("Concat needs an axis attribute")
+    r = len(b.shape(xs[0]))
+    return b.add("concat", *xs, axis=_norm_axis(b, int(a["axis"]), r))
+
+
+def _slice(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    if opset >= 10:
+        starts = _ints(b.constant(xs[1], "starts of Slice"))
+        ends = _ints(b.constant(xs[2], "ends of Slice"))
+        axes = _opt(xs, 3)
+        axes = tuple(range(len(starts))) if axes is None else _ints(b.constant(axes, "axes of Slice"))
+        steps = _opt(xs, 4)
+        steps = (1,) * len(starts) if steps is None else _ints(b.constant(steps, "steps of Slice"))
+    else:
+        starts, ends = tuple(a.get("starts", ())), tuple(a.get("ends", ()))
+        axes = tuple(a.get("axes", range(len(starts))))
+        steps = (1,) * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        b.fail("starts, ends, axes and steps of Slice differ in length")
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax = _norm_axis(b, ax, len(s))
+        d = b.shape(x)[ax]
+        if sp == 0:
+            b.fail("Slice step 0")
+        st = st + d if st < 0 else st
+        en = en + d if en < 0 else en
+        if sp > 0:
+            st, en = min(max(st, 0), d), min(max(en, 0), d)
+            if (st, en, sp) == (0, d, 1):
+                continue
+            x = b.add("slice", x, axis=ax, start=st, stop=max(en, st), step=sp)
+        else:
+            st, en = min(max(st, 0), d - 1), min(max(en, -1), d - 1)
+            # A reversed slice is a gather of explicit indices (slice/getitem take steps >= 1).
+            x = b.add("index_select", x, axis=ax, indices=np.arange(st, en, sp, dtype=np.int64))
+    return x
+
+
+def _gather(b, xs, a, opset):
+    data, idx = xs
+    ind = b.constant(idx, "the indices of Gather")
+    if ind.dtype.kind not in "iu":
+        b.fail(f"indices of dtype {ind.dtype}")
+    s = b.shape(data)
+    ax = _norm_axis(b, int(a.get("axis", 0)), len(s))
+    d = s[ax]
+    ind = ind.astype(np.int64)
+    if np.any((ind < -d) | (ind >= d)):
+        b.fail(f"indices out of range [-{d}, {d}) on axis {ax}")
+    ind = np.where(ind < 0, ind + d, ind)          # ONNX counts negative indices from the end
+    if not isinstance(data, _Ref):
+        return np.take(np.asarray(data), ind, axis=ax)
+    if ind.ndim == 0:
+        return b.add("select", data, axis=ax, index=int(ind))
+    y = b.add("index_select", data, axis=ax, indices=ind.reshape(-1))
+    if ind.ndim != 1:
+        y = b.add("reshape", y, shape=s[:ax] + ind.shape + s[ax + 1:])
+    return y
+
+
+def _gather_embedding(b, xs, a, opset):
+    data, idx = xs
+    # A constant 2-D table looked up along axis 0 by constant ids is an embedding.
+    if not isinstance(data, _Ref) and not isinstance(idx, _Ref) and np.ndim(data) == 2 \
+            and int(a.get("axis", 0)) in (0, -2) and "embedding" in SPEC \
+            and np.asarray(data).dtype.kind == "f" and np.ndim(idx) >= 1:
+        ind = np.asarray(idx).astype(np.int64)
+        n = np.shape(data)[0]
+        if np.any((ind < -n) | (ind >= n)):
+            b.fail(f"indices out of range [-{n}, {n})")
+        ind = np.where(ind < 0, ind + n, ind)
+        return b.add("embedding", params={"weight": np.asarray(data)}, indices=ind)
+    return _gather(b, xs, a, opset)
+
+
+def _identity(b, xs, a, opset):
+    return xs[0]
+
+
+def _dropout(b, xs, a, opset):
+    train = _opt(xs, 2)
+    if train is not None and bool(b.constant(train, "training_mode of Dropout").reshape(-1)[0]):
+        b.fail("Dropout in training mode is not supported (inference only)")
+    return xs[0]
+
+
+def _shape(b, xs, a, opset):
+    s = b.shape(xs[0])
+    lo, hi = int(a.get("start", 0)), a.get("end")
+    return np.array(s[lo: None if hi is None else int(hi)], dtype=np.int64)
+
+
+def _cast(b, xs, a, opset):
+    onnx, _, _ = _onnx()
+    to = int(a["to"])
+    dt = onnx.helper.tensor_dtype_to_np_dtype(to)
+    if not isinstance(xs[0], _Ref):
+        return np.asarray(xs[0]).astype(dt)
+    if np.dtype(dt).kind != "f":
+        b.fail(f"Cast of a run-time value to {np.dtype(dt)} (IR values are floats)")
+    return xs[0]
+
+
+def _reduce(kind, axes_input_since):
+    def conv(b, xs, a, opset):
+        x = xs[0]
+        r = len(b.shape(x))
+        axes = _axes(b, xs, a, opset, axes_input_since)
+        if not axes:
+            if int(a.get("noop_with_empty_axes", 0)):
+                return x
+            axes = tuple(range(r))
+        axes = tuple(sorted({_norm_axis(b, ax, r) for ax in axes}))
+        return b.add(kind, x, axis=axes, keepdim=bool(int(a.get("keepdims", 1))))
+    return conv
+
+
+def _global_avg_pool(b, xs, a, opset):
+    r = len(b.shape(xs[0]))
+    return b.add("reduce_mean", xs[0], axis=tuple(range(2, r)), keepdim=True)
+
+
+def _conv(kind):
+    def conv(b, xs, a, opset):
+        x, w, bias = xs[0], xs[1], _opt(xs, 2)
+        w = b.constant(w, f"the weight of {'Conv' if kind == 'conv' else 'ConvTranspose'}")
+        d = w.ndim - 2
+        if d < 1:
+            b.fail(f"weight of shape {w.shape} has no spatial axes")
+        _auto_pad(b, a)
+        ks = _spatial(b, a, d, "kernel_shape", None)
+        if a.get("kernel_shape") is not None and ks != tuple(w.shape[2:]):
+            b.fail(f"kernel_shape {list(ks)} differs from the weight's {list(w.shape[2:])}")
+        groups = int(a.get("group", 1))
+        if kind == "conv_transpose":
+            if any(int(p) for p in a.get("output_padding", ())) or a.get("output_shape") is not None:
+                b.fail("ConvTranspose output_padding / output_shape are not supported")
+            out = w.shape[1] * groups
+        else:
+            out = w.shape[0]
+        bias = np.zeros(out, dtype=w.dtype) if bias is None else b.constant(bias, "the bias")
+        return b.add(kind, x, params={"weight": w, "bias": bias},
+                     stride=_spatial(b, a, d, "strides", 1), padding=_sym_pads(b, a, d),
+                     dilation=_spatial(b, a, d, "dilations", 1), groups=groups)
+    return conv
+
+
+def _pool(kind):
+    def conv(b, xs, a, opset):
+        d = len(b.shape(xs[0])) - 2
+        if d < 1:
+            b.fail(f"input of shape {b.shape(xs[0])} has no spatial axes")
+        if a.get("kernel_shape") is None:
+            b.fail("kernel_shape is required")
+        _auto_pad(b, a)
+        if int(a.get("ceil_mode", 0)):
+            b.fail("ceil_mode=1 is not supported")
+        dil = _spatial(b, a, d, "dilations", 1)
+        extra = {}
+        if any(v != 1 for v in dil):
+            if kind != "max_pool":
+                b.fail(f"dilations {list(dil)} are not supported for {kind}")
+            extra["dilation"] = dil
+        if int(a.get("storage_order", 0)):
+            b.fail("storage_order=1 is not supported")
+        pad = _sym_pads(b, a, d)
+        if kind == "avg_pool" and any(pad) and not int(a.get("count_include_pad", 0)):
+            b.fail("AveragePool with padding and count_include_pad=0 is not supported "
+                   "(the IR's avg_pool counts padded cells)")
+        return b.add(kind, xs[0], kernel_size=_spatial(b, a, d, "kernel_shape", 1),
+                     stride=_spatial(b, a, d, "strides", 1), padding=pad, **extra)
+    return conv
+
+
+def _batch_norm(b, xs, a, opset):
+    if int(a.get("training_mode", 0)):
+        b.fail("BatchNormalization in training mode is not supported (inference only)")
+    names = ("weight", "bias", "running_mean", "running_var")
+    params = {n: b.constant(v, f"the {n} of BatchNormalization") for n, v in zip(names, xs[1:5])}
+    return b.add("batch_norm_eval", xs[0], params=params, eps=float(a.get("epsilon", 1e-5)))
+
+
+def _layer_norm(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    ax = _norm_axis(b, int(a.get("axis", -1)), len(s))
+    ns = s[ax:]
+    w = b.constant(xs[1], "the scale of LayerNormalization")
+    bias = _opt(xs, 2)
+    bias = np.zeros(w.shape, dtype=w.dtype) if bias is None else b.constant(bias, "the bias")
+    if w.shape != ns or bias.shape != ns:
+        w = np.broadcast_to(w, ns).copy()
+        bias = np.broadcast_to(bias, ns).copy()
+    return b.add("layer_norm", x, params={"weight": w, "bias": bias},
+                 normalized_ndim=len(ns), eps=float(a.get("epsilon", 1e-5)))
+
+
+#: ONNX op type -> (converter, attribute names it understands).
+CONVERTERS: dict = {
+    "Add": (_binary("add"), ()), "Sub": (_binary("sub"), ()), "Mul": (_mul, ()),
+    "Div": (_binary("div"), ()), "Max": (_binary("maximum"), ()), "Min": (_binary("minimum"), ()),
+    "Pow": (_pow, ()), "Neg": (_unary("neg"), ()), "Sqrt": (_unary("sqrt"), ()),
+    "Exp": (_unary("exp"), ()), "Log": (_unary("log"), ()), "Abs": (_unary("abs"), ()),
+    "Relu": (_unary("relu"), ()), "Sigmoid": (_unary("sigmoid"), ()), "Tanh": (_unary("tanh"), ()),
+    "Sin": (_unary("sin"), ()), "Cos": (_unary("cos"), ()), "Reciprocal": (_unary("inv"), ()),
+    "Softplus": (_unary("softplus"), ()),
+    "LeakyRelu": (_leaky_relu, ("alpha",)), "Gelu": (_gelu, ("approximate",)),
+    "Softmax": (_softmax("softmax"), ("axis",)), "LogSoftmax": (_softmax("log_softmax"), ("axis",)),
+    "MatMul": (_matmul, ()), "Gemm": (_gemm, ("alpha", "beta", "transA", "transB")),
+    "Reshape": (_reshape, ("allowzero", "shape")), "Flatten": (_flatten, ("axis",)),
+    "Transpose": (_transpose, ("perm",)), "Squeeze": (_squeeze, ("axes",)),
+    "Unsqueeze": (_unsqueeze, ("axes",)), "Concat": (_concat, ("axis",)),
+    "Slice": (_slice, ("starts", "ends", "axes")), "Gather": (_gather_embedding, ("axis",)),
+    "Identity": (_identity, ()), "Dropout": (_dropout, ("seed", "ratio", "is_test")),
+    "Shape": (_shape, ("start", "end")), "Cast": (_cast, ("to", "saturate")),
+    "ReduceMean": (_reduce("reduce_mean", 18), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ReduceSum": (_reduce("reduce_sum", 13), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ReduceMax": (_reduce("reduce_max", 18), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ReduceMin": (_reduce("reduce_min", 18), ("axes", "keepdims", "noop_with_empty_axes")),
+    "Conv": (_conv("conv"), ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")),
+    "ConvTranspose": (_conv("conv_transpose"), ("auto_pad", "dilations", "group", "kernel_shape",
+                                                "pads", "strides", "output_padding", "output_shape")),
+    "MaxPool": (_pool("max_pool"), ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads",
+                                    "storage_order", "strides")),
+    "AveragePool": (_pool("avg_pool"), ("auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                                        "kernel_shape", "pads", "strides")),
+    "GlobalAveragePool": (_global_avg_pool, ()),
+    "BatchNormalization": (_batch_norm, ("epsilon", "momentum", "training_mode", "spatial")),
+    "LayerNormalization": (_layer_norm, ("axis", "epsilon", "stash_type")),
+}
+
+# Outputs beyond the first that may exist as long as nothing reads them.
+_UNUSED_EXTRA_OUTPUTS = {"Dropout", "LayerNormalization", "BatchNormalization", "MaxPool"}
+
+
+# ---- the Erf form of GELU --------------------------------------------------------------------
+
+def _find_gelus(nodes, const_of, consumers, graph_outputs):
+    """Match ``x * 0.5 * (1 + erf(x / sqrt 2))`` (in its common arrangements).
+
+    Returns ``{index of the last node: (x, y, indices of all pattern nodes)}``.
+    """
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+
+    def cval(name):
+        c = const_of(name)
+        return None if c is None or np.size(c) != 1 else float(np.asarray(c).reshape(-1)[0])
+
+    def other(n, name):
+        ins = list(n.input)
+        if len(ins) != 2 or name not in ins:
+            return None
+        return ins[1] if ins[0] == name else ins[0]
+
+    def only_consumer(name):
+        cs = consumers.get(name, [])
+        if len(cs) != 1 or name in graph_outputs:
+            return None
+        return cs[0]
+
+    def near(v, t):
+        return v is not None and abs(v - t) < 1e-3 * abs(t)
+
+    def half_of(k, x):
+        """Is node k ``x * 0.5`` / ``0.5 * x`` / ``x / 2``?"""
+        n = nodes[k]
+        if n.op_type == "Mul" and x in n.input:
+            return near(cval(other(n, x)), 0.5)
+        return n.op_type == "Div" and list(n.input[:1]) == [x] and near(cval(n.input[1]), 2.0)
+
+    found = {}
+    for ke, e in enumerate(nodes):
+        if e.op_type != "Erf" or len(e.input) != 1:
+            continue
+        kt = producer.get(e.input[0])
+        if kt is None or only_consumer(e.input[0]) != ke:
+            continue
+        t = nodes[kt]
+        x = None
+        if t.op_type == "Div" and len(t.input) == 2 and near(cval(t.input[1]), math.sqrt(2)):
+            x = t.input[0]
+        elif t.op_type == "Mul" and len(t.input) == 2:
+            for a_, c_ in ((t.input[0], t.input[1]), (t.input[1], t.input[0])):
+                if near(cval(c_), 1 / math.sqrt(2)):
+                    x = a_
+        if x is None:
+            continue
+        ka = only_consumer(e.output[0])
+        if ka is None or nodes[ka].op_type != "Add" or not near(cval(other(nodes[ka], e.output[0])), 1.0):
+            continue
+        u = nodes[ka].output[0]
+        km = only_consumer(u)
+        if km is None or nodes[km].op_type != "Mul":
+            continue
+        m = nodes[km]
+        w = other(m, u)
+        part = [kt, ke, ka, km]
+        last = None
+        if w == x:                                           # (x * u) * 0.5
+            kh = only_consumer(m.output[0])
+            if kh is not None and half_of(kh, m.output[0]):
+                last, part = kh, part + [kh]
+        elif w is not None and near(cval(w), 0.5):           # x * (u * 0.5)
+            kf = only_consumer(m.output[0])
+            if kf is not None and nodes[kf].op_type == "Mul" and other(nodes[kf], m.output[0]) == x:
+                last, part = kf, part + [kf]
+        elif w is not None and w in producer:                # (x * 0.5) * u
+            kh = producer[w]
+            if only_consumer(w) == km and half_of(kh, x):
+                last, part = km, part + [kh]
+        if last is not None:
+            found[last] = (x, nodes[last].output[0], set(part))
+    return found
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+def _load_model(model_or_path):
+    onnx, _, _ = _onnx()
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    try:
+        if isinstance(model_or_path, (bytes, bytearray)):
+            return onnx.load_model_from_string(bytes(model_or_path))
+        return onnx.load(os.fspath(model_or_path))
+    except TorchLeanError:
+        raise
+    except Exception as e:  # protobuf decode errors, missing files, external data
+        raise IRError(f"from_onnx: cannot read the ONNX model: {type(e).__name__}: {e}") from None
+
+
+def from_onnx(model_or_path, input_shapes=None) -> tuple:
+    """Translate an ONNX model (a ``ModelProto``, a path or serialized bytes) to ``(graph, payload)``.
+
+    Graph inputs (those that are not initializers) become ``input`` nodes in
+    order; their shapes must be static unless ``input_shapes`` (a list of
+    shapes, or a dict name -> shape) fixes them. The outputs of the ONNX graph
+    are the IR graph's outputs. Supported ops are the keys of :data:`CONVERTERS`,
+    plus the Erf form of GELU, which becomes one ``gelu`` node.
+
+        >>> import numpy as np
+        >>> from onnx import helper, TensorProto
+        >>> from torchlean import ir
+        >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+        >>> m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+        >>> g, payload = ir.from_onnx(m)
+        >>> [n.kind for n in g.nodes]
+        ['input', 'relu']
+    """
+    model = _load_model(model_or_path)
+    try:
+        return _convert(model, input_shapes)
+    except TorchLeanError:
+        raise
+    except Exception as e:  # a damaged model can hold anything; report it, never crash
+        raise IRError(f"from_onnx: malformed ONNX model: {type(e).__name__}: {e}") from None
+
+
+def _convert(model, input_shapes):
+    onnx, helper, numpy_helper = _onnx()
+    opset = 1
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            opset = int(imp.version)
+    graph = model.graph
+    b = _Builder()
+    env: dict = {}
+    for init in graph.initializer:
+        try:
+            env[init.name] = numpy_helper.to_array(init)
+        except Exception as e:
+            raise IRError(f"from_onnx: initializer {init.name!r} cannot be read: {e}") from None
+    n_in = 0
+    for vi in graph.input:
+        if vi.name in env:
+            continue
+        b.where = f"graph input {vi.name!r}"
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            b.fail("only tensor inputs are supported")
+        if tt.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                                onnx.TensorProto.FLOAT16):
+            b.fail(f"element type {onnx.TensorProto.DataType.Name(tt.elem_type)} is not a float type")
+        given = None
+        if isinstance(input_shapes, dict):
+            given = input_shapes.get(vi.name)
+        elif input_shapes is not None and n_in < len(input_shapes):
+            given = input_shapes[n_in]
+        if given is not None:
+            shape = tuple(int(d) for d in given)
+        else:
+            if not tt.HasField("shape"):
+                b.fail("has no shape; pass input_shapes")
+            shape = []
+            for d in tt.shape.dim:
+                if not d.HasField("dim_value") or d.dim_value < 0:
+                    b.fail(f"dimension {d.dim_param or '?'!r} is not static; pass input_shapes")
+                shape.append(int(d.dim_value))
+            shape = tuple(shape)
+        if any(d < 0 for d in shape):
+            b.fail(f"negative dimension in {shape}")
+        env[vi.name] = b._append("input", (), shape, {"index": n_in})
+        n_in += 1
+
+    nodes = list(graph.node)
+    consumers = defaultdict(list)
+    for k, n in enumerate(nodes):
+        for name in n.input:
+            consumers[name].append(k)
+    outputs = [o.name for o in graph.output]
+
+    def const_of(name):
+        if name in env and not isinstance(env[name], _Ref):
+            return env[name]
+        for n in nodes:
+            if n.op_type == "Constant" and name in n.output:
+                return _constant_value(b, n, helper, numpy_helper)
+        return None
+
+    gelus = _find_gelus(nodes, const_of, consumers, set(outputs))
+    in_pattern = set().union(*(p for _, _, p in gelus.values())) if gelus else set()
+    for k, n in enumerate(nodes):
+        b.where = f"ONNX node {n.name or k!r} ({n.op_type})"
+        if n.domain not in ("", "ai.onnx"):
+            b.fail(f"op domain {n.domain!r} is not supported")
+        if k in gelus:
+            x, y, _ = gelus[k]
+            env[y] = b.add("gelu", _get(b, env, x))
+            continue
+        if k in in_pattern:
+            continue
+        if n.op_type == "Constant":
+            env[n.output[0]] = _constant_value(b, n, helper, numpy_helper)
+            continue
+        if n.op_type not in CONVERTERS:
+            hint = " (Erf is supported only inside the GELU pattern)" if n.op_type == "Erf" else ""
+            b.fail(f"unsupported ONNX op {n.op_type!r}{hint}")
+        fn, known = CONVERTERS[n.op_type]
+        attrs = {}
+        for at in n.attribute:
+            if at.name not in known:
+                b.fail(f"unsupported attribute {at.name!r} of {n.op_type}")
+            attrs[at.name] = helper.get_attribute_value(at)
+        ins = [None if name == "" else _get(b, env, name) for name in n.input]
+        outs = [o for o in n.output if o]
+        extra = [o for o in outs[1:] if consumers.get(o) or o in outputs]
+        if extra:
+            b.fail(f"output {extra[0]!r} is used, but only the first output of {n.op_type} is supported")
+        if not outs:
+            continue
+        env[outs[0]] = fn(b, ins, attrs, opset)
+
+    b.where = "graph outputs"
+    if not outputs:
+        b.fail("the ONNX graph has no outputs")
+    out_ids = tuple(int(b.node(_get(b, env, name))) for name in outputs)
+    g = Graph(b.nodes, out_ids)
+    check(g, b.payload)
+    return g, b.payload
+
+
+def _get(b, env, name):
+    if name not in env:
+        b.fail(f"input {name!r} is not defined before use")
+    return env[name]
+
+
+def _constant_value(b, n, helper, numpy_helper):
+    if len(n.attribute) != 1:
+        b.fail("Constant needs exactly one value attribute")
+    at = n.attribute[0]
+    v = helper.get_attribute_value(at)
+    if at.name == "value":
+        return numpy_helper.to_array(v)
+    if at.name in ("value_float", "value_floats"):
+        return np.asarray(v, dtype=np.float32)
+    if at.name in ("value_int", "value_ints"):
+        return np.asarray(v, dtype=np.int64)
+    b.fail(f"Constant attribute {at.name!r} is not supported")
