@@ -124,7 +124,7 @@ def run_op(name, vals, attrs, fast=None):
     else:
         K = _K_CPU[0] if dev == "cpu" and _K_CPU else get_kernels(dev)
         y, saved = rule.forward(K, *vals, **attrs)
-        if dev == "cpu" and type(y) is not _ndarray:
+        if type(y) is not _ndarray and isinstance(y, np.generic):
             y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
 
         def backward(g, needs, _r=rule, _K=K, _s=saved):

@@ -112,6 +112,40 @@ KERNELS: dict[str, str] = {
     "adagrad_step": "(p, g, sum_sq, step, lr, lr_decay, weight_decay, eps) -> None",
     "rmsprop_step": "(p, g, sq_avg, buf | None, grad_avg | None, lr, alpha, eps, weight_decay, momentum) -> None",
     "adadelta_step": "(p, g, sq_avg, acc_delta, lr, rho, eps, weight_decay) -> None",
+    # ---- convolution and pooling (host_conv.py) ------------------------------------------------
+    "conv_forward": "(x[N, C_in, *S], w[C_out, C_in/G, *k], b[C_out] | None, stride, padding, dilation, groups) -> [N, C_out, *out]; zero padding",
+    "conv_backward": "(x, w, g, stride, padding, dilation, groups, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
+    "conv_transpose_forward": "(x[N, C_in, *S], w[C_in, C_out/G, *k], b | None, stride, padding, output_padding, dilation, groups) -> [N, C_out, *out]",
+    "conv_transpose_backward": "(x, w, g, stride, padding, output_padding, dilation, groups, need_x, need_w, need_b) -> (dx, dw, db)",
+    "max_pool_forward": "(x[..., *S], kernel, stride, padding, dilation) -> (y, idx): idx = row-major window offset of the first winner; padding never wins",
+    "max_pool_backward": "(g, idx, x_shape, kernel, stride, padding, dilation) -> dx: g routed to idx",
+    "avg_pool_forward": "(x[..., *S], kernel, stride, padding) -> window sums / prod(kernel) (padding counts as zeros)",
+    "avg_pool_backward": "(g, x_shape, kernel, stride, padding) -> dx",
+    "smooth_max_pool_forward": "(x[..., *S], kernel, beta, stride, padding) -> (y, m, lse): y = (m + lse)/beta, m = window max of beta x, lse = log sum exp(beta x - m); real cells only",
+    "smooth_max_pool_backward": "(x, m, lse, g, kernel, beta, stride, padding) -> dx = sum over windows of g * exp(beta x - m - lse)",
+    # ---- normalization, attention, FFT, selective scan (host_nn.py) ----------------------------
+    "layer_norm_fwd": "(x[rows, n], gamma[n] | None, beta[n] | None, eps) -> (y, mean[rows], rstd[rows]); biased var",
+    "layer_norm_bwd": "(x, gamma | None, mean, rstd, g) -> (dx, dgamma, dbeta); dgamma/dbeta None if gamma is None",
+    "batch_norm_fwd": "(x[N, C, S], gamma[C], beta[C], eps) -> (y, mean[C], rstd[C]); stats over N and S, biased var",
+    "batch_norm_bwd": "(x[N, C, S], gamma, mean, rstd, g) -> (dx, dgamma[C], dbeta[C])",
+    "flash_attention_fwd": ("(q[b, n, d], k[b, m, d], v[b, m, e], mask[b, n, m] bool | None, scale, hard) -> "
+                            "(out[b, n, e], lse[b, n]): softmax(q k^T scale) v over key tiles (online softmax); "
+                            "blocked logits -> -1000.0, or with hard weights 0 (no allowed key: out 0, lse +inf)"),
+    "flash_attention_bwd": "(q, k, v, mask, out, lse, g, scale, hard) -> (dq, dk, dv); probabilities recomputed from lse",
+    "flash_attention_bwd_q": "(q, k, v, mask, out, lse, g, scale, hard) -> dq",
+    "flash_attention_bwd_k": "(q, k, v, mask, out, lse, g, scale, hard) -> dk",
+    "flash_attention_bwd_v": "(q, k, v, mask, out, lse, g, scale, hard) -> dv",
+    "rfft1d_packed": "(x[batch, n]) -> [batch, n//2+1, 2]: unnormalized real DFT, [re, im] last",
+    "irfft1d_packed": "(p[batch, n//2+1, 2], n) -> [batch, n]: (1/n) inverse; imag at DC (and Nyquist, n even) ignored",
+    "spectral_conv1d_rfft_fwd": ("(x[batch, grid, in], w_re[modes, in, out], w_im) -> [batch, grid, out]: "
+                                 "irfft(Y), Y[k] = rfft(x)[k] (w_re[k] + i w_im[k]) for k < modes, else 0"),
+    "spectral_conv1d_rfft_bwd_x": "(x, w_re, w_im, g) -> dx = irfft(rfft(g)[:modes] W^H)",
+    "spectral_conv1d_rfft_bwd_wre": "(x, w_re, w_im, g) -> dw_re = Re(X^H c rfft(g)), c = 1/n at DC/Nyquist, 2/n inside",
+    "spectral_conv1d_rfft_bwd_wim": "(x, w_re, w_im, g) -> dw_im = Im(X^H c rfft(g))",
+    "selective_scan_diag_fwd": "(a[S], b[S], x[..., L, S], h0[..., S]) -> h[..., L, S], h[t] = a h[t-1] + b x[t]",
+    "selective_scan_diag_bwd": "(a, b, x, h0, h, g) -> (da[S], db[S], dx, dh0); g[t] = dY[t] + a g[t+1]",
+    "selective_scan_diag_var_fwd": "(a[..., L, S], b[..., L, S], x, h0[..., S]) -> h, h[t] = a[t] h[t-1] + b[t] x[t]",
+    "selective_scan_diag_var_bwd": "(a, b, x, h0, h, g) -> (da, db, dx, dh0) of x's shape (dh0: h0's)",
 }
 
 UINT32_LIMIT = 2 ** 32

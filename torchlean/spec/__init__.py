@@ -9,6 +9,7 @@ is tested against them.
 from .registry import SPEC, SpecOp, defspec
 from . import elementwise, reduce, shape_ops, index, linalg, nn  # noqa: F401  (registration)
 from . import layers  # noqa: F401
+from . import conv  # noqa: F401
 from . import convert  # noqa: F401
 
 __all__ = ["SPEC", "SpecOp", "defspec"]

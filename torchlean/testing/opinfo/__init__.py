@@ -73,5 +73,6 @@ def rand_away(rng, *shape, lo=-1.0, hi=1.0, gap=0.05, points=(0.0,)):
 
 from . import elementwise, reduce, shape_ops, index, linalg, nn, layers  # noqa: E402,F401
 from . import convert  # noqa: E402,F401
+from . import conv  # noqa: E402,F401
 
 __all__ = ["OpInfo", "Sample", "BadInput", "OPINFOS", "defop", "DEVICE_TOL", "rand", "rand_away"]
