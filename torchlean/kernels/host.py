@@ -217,18 +217,27 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 
 
-try:  # SciPy's erf is exact and vectorised; it is optional.
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # pragma: no cover - depends on the environment
-    _scipy_erf = None
+_SCIPY_ERF: list = []  # SciPy's erf, imported on first use (it costs ~0.4 s at import time)
+
+
+def _scipy_erf():
+    if not _SCIPY_ERF:
+        try:
+            from scipy.special import erf
+        except ImportError:  # pragma: no cover - depends on the environment
+            erf = None
+        _SCIPY_ERF.append(erf)
+    return _SCIPY_ERF[0]
+
 
 _erf_ufunc = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf(x):
     x = np.asarray(x)
-    if _scipy_erf is not None:
-        return _scipy_erf(x).astype(x.dtype, copy=False)
+    erf = _scipy_erf()
+    if erf is not None:
+        return erf(x).astype(x.dtype, copy=False)
     if x.dtype == np.float32:
         # Abramowitz-Stegun 7.1.26 (|error| <= 1.5e-7), evaluated in float64: below float32's
         # resolution of Phi near 1 and fast without SciPy.
