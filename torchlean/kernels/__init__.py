@@ -26,9 +26,20 @@ def _namespace(device: str, modules) -> SimpleNamespace:
     k = SimpleNamespace(**ns)
     k.device = device
     missing = check_surface(k, device)
-    if missing:
+    if missing and device == "cpu":
         raise RuntimeError(f"kernel surface for {device!r} lacks: {', '.join(missing)}")
+    # A kernel not yet written for a device raises an error that says so when called.
+    for name in missing:
+        setattr(k, name, _unsupported(name, device))
+    k.unsupported = tuple(missing)
     return k
+
+
+def _unsupported(name: str, device: str):
+    def kernel(*args, **kwargs):
+        raise DeviceError(f"{name}: not supported on {device} yet (the kernel is not implemented there)")
+    kernel.__name__ = name
+    return kernel
 
 
 def get_kernels(device: str = "cpu") -> SimpleNamespace:

@@ -1,0 +1,296 @@
+"""NumPy kernels of convolution and pooling (N-d, channels-first, batched).
+
+Every kernel takes a batched input ``(N, C, *spatial)`` (pools: any leading axes
+before the ``d`` spatial ones) and normalized tuples of per-axis ints; shape
+checks are the shape rules' job (:mod:`torchlean.spec.conv`). Convolution is
+im2col + BLAS: :func:`numpy.lib.stride_tricks.sliding_window_view` gives the
+windows as a view, one copy lays them out as ``(N, groups, C_in/groups * K, P)``
+(``K = prod(kernel)``, ``P`` output positions) and ``np.matmul`` does the rest.
+The input gradient (and the transposed convolution, which is the same map) is
+again a convolution when the strides are 1; otherwise the column gradient is
+scattered back with one strided ``+=`` per kernel offset (col2im), never a loop
+over pixels. Nothing here depends on the number of spatial axes.
+
+    >>> import numpy as np
+    >>> x = np.arange(5.0).reshape(1, 1, 5)
+    >>> conv_forward(x, np.ones((1, 1, 2)), None, (1,), (0,), (1,), 1)[0, 0].tolist()
+    [1.0, 3.0, 5.0, 7.0]
+"""
+
+from __future__ import annotations
+
+import itertools
+from math import prod
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _pad(x, p, value=0.0):
+    """``x`` padded by ``p[i]`` cells on both sides of its last ``len(p)`` axes."""
+    if not any(p):
+        return x
+    d = len(p)
+    sp = x.shape[x.ndim - d:]
+    out = np.full(x.shape[:x.ndim - d] + tuple(S + 2 * v for S, v in zip(sp, p)), value, dtype=x.dtype)
+    out[(Ellipsis,) + tuple(slice(v, v + S) for v, S in zip(p, sp))] = x
+    return out
+
+
+def _crop(xp, p):
+    if not any(p):
+        return xp
+    d = len(p)
+    sp = xp.shape[xp.ndim - d:]
+    return xp[(Ellipsis,) + tuple(slice(v, S - v) for v, S in zip(p, sp))]
+
+
+def _windows(xp, k, s, dil, out):
+    """View ``(..., *out, *k)`` of ``xp``: element ``[o, j]`` is ``xp[o * s + j * dil]`` per axis."""
+    d = len(k)
+    keff = tuple(di * (ki - 1) + 1 for ki, di in zip(k, dil))
+    v = sliding_window_view(xp, keff, axis=tuple(range(xp.ndim - d, xp.ndim)))
+    sl = ((Ellipsis,) + tuple(slice(0, si * (n - 1) + 1, si) for si, n in zip(s, out))
+          + tuple(slice(None, None, di) for di in dil))
+    return v[sl]
+
+
+def _slab(off, s, dil, out):
+    """Slices over the last axes selecting cells ``o * s + off * dil`` for every output position ``o``."""
+    return (Ellipsis,) + tuple(slice(j * di, j * di + si * (n - 1) + 1, si)
+                               for j, si, di, n in zip(off, s, dil, out))
+
+
+def _im2col(xp, k, s, dil, out, groups):
+    """Columns ``(N, G, C/G * K, P)`` of the padded input ``xp (N, C, *Sp)`` (one copy)."""
+    n, c = xp.shape[:2]
+    d = len(k)
+    w = _windows(xp, k, s, dil, out)                       # (N, C, *out, *k), a view
+    w = w.reshape((n, groups, c // groups) + w.shape[2:])  # still a view: C splits into (G, C/G)
+    perm = (0, 1, 2) + tuple(range(3 + d, 3 + 2 * d)) + tuple(range(3, 3 + d))
+    return w.transpose(perm).reshape(n, groups, (c // groups) * prod(k), prod(out))
+
+
+def _col2im(cols, sp, k, s, dil, out):
+    """Adjoint of :func:`_im2col` (groups merged): ``cols (N, C, *k, *out)`` -> ``(N, C, *sp)``."""
+    xp = np.zeros(cols.shape[:2] + tuple(sp), dtype=cols.dtype)
+    # One strided += per kernel offset; within one offset the target cells are distinct.
+    for off in itertools.product(*(range(v) for v in k)):
+        xp[_slab(off, s, dil, out)] += cols[(slice(None), slice(None)) + off]
+    return xp
+
+
+def _conv_core(xp, w, s, dil, out, groups):
+    """``(N, C_out, *out)`` = conv of the padded input with weight ``w (C_out, C_in/G, *k)``."""
+    n = xp.shape[0]
+    co, k = w.shape[0], w.shape[2:]
+    cols = _im2col(xp, k, s, dil, out, groups)
+    wm = w.reshape(groups, co // groups, -1)
+    return np.matmul(wm, cols).reshape((n, co) + tuple(out))
+
+
+def _conv_data_grad(g, w, spatial, s, p, dil, groups):
+    """Adjoint of the convolution in its input: ``g (N, C_out, *out)`` -> ``(N, C_in, *spatial)``.
+
+    With unit strides the adjoint is itself a convolution (of ``g`` padded by
+    ``(k-1) dil - p``, with the kernel flipped and its channel axes swapped), which
+    runs as im2col + GEMM; otherwise the column gradient is scattered back (col2im).
+    """
+    n, co = g.shape[:2]
+    out = g.shape[2:]
+    cig, k = w.shape[1], w.shape[2:]
+    q = tuple(di * (ki - 1) - pi for ki, di, pi in zip(k, dil, p))
+    if all(v == 1 for v in s) and all(v >= 0 for v in q) and tuple(spatial) == tuple(
+            o + 2 * qi - di * (ki - 1) for o, qi, di, ki in zip(out, q, dil, k)):
+        wf = w.reshape((groups, co // groups, cig) + tuple(k)).swapaxes(1, 2)
+        wf = wf[(Ellipsis,) + (slice(None, None, -1),) * len(k)].reshape((groups * cig, co // groups) + tuple(k))
+        return _conv_core(_pad(g, q), wf, s, dil, tuple(spatial), groups)
+    wm = w.reshape(groups, co // groups, -1)
+    gm = g.reshape(n, groups, co // groups, prod(out))
+    dcols = np.matmul(wm.transpose(0, 2, 1), gm)           # (N, G, C_in/G * K, P)
+    dcols = dcols.reshape((n, groups * cig) + tuple(k) + tuple(out))
+    sp = tuple(S + 2 * pi for S, pi in zip(spatial, p))
+    return np.ascontiguousarray(_crop(_col2im(dcols, sp, k, s, dil, out), p))
+
+
+def _conv_weight_grad(xp, g, k, s, dil, groups):
+    """Adjoint of :func:`_conv_core` in its weight: ``(C_out, C_in/G, *k)``."""
+    n, co = g.shape[:2]
+    out = g.shape[2:]
+    cols = _im2col(xp, k, s, dil, out, groups)
+    gm = g.reshape(n, groups, co // groups, prod(out))
+    dw = np.matmul(gm, cols.transpose(0, 1, 3, 2))        # (N, G, C_out/G, C_in/G * K)
+    dw = dw.sum(axis=0) if n != 1 else dw[0]
+    return dw.reshape((co, xp.shape[1] // groups) + tuple(k))
+
+
+def _bias_grad(g):
+    return g.sum(axis=(0,) + tuple(range(2, g.ndim)))
+
+
+def _add_bias(y, b):
+    if b is not None:
+        y += b.reshape((-1,) + (1,) * (y.ndim - 2))
+    return y
+
+
+# ---- convolution -----------------------------------------------------------------------------
+
+def _conv_out(spatial, k, s, p, dil):
+    return tuple((S + 2 * pi - di * (ki - 1) - 1) // si + 1 for S, ki, si, pi, di in zip(spatial, k, s, p, dil))
+
+
+def conv_forward(x, w, b, stride, padding, dilation, groups):
+    """``(N, C_in, *S)``, ``w (C_out, C_in/G, *k)``, ``b (C_out,) | None`` -> ``(N, C_out, *out)``."""
+    out = _conv_out(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    y = _conv_core(_pad(x, padding), w, stride, dilation, out, groups)
+    return _add_bias(y, b)
+
+
+def conv_backward(x, w, g, stride, padding, dilation, groups, need_x=True, need_w=True, need_b=True):
+    """Cotangents ``(dx, dw, db)`` of :func:`conv_forward` for output cotangent ``g``; None where not needed."""
+    dx = dw = db = None
+    if need_x:
+        dx = _conv_data_grad(g, w, x.shape[2:], stride, padding, dilation, groups)
+    if need_w:
+        dw = _conv_weight_grad(_pad(x, padding), g, w.shape[2:], stride, dilation, groups)
+    if need_b:
+        db = _bias_grad(g)
+    return dx, dw, db
+
+
+def _convt_out(spatial, k, s, p, op, dil):
+    return tuple((S - 1) * si - 2 * pi + di * (ki - 1) + oi + 1
+                 for S, ki, si, pi, oi, di in zip(spatial, k, s, p, op, dil))
+
+
+def conv_transpose_forward(x, w, b, stride, padding, output_padding, dilation, groups):
+    """``(N, C_in, *S)``, ``w (C_in, C_out/G, *k)`` -> ``(N, C_out, *out)``: the adjoint of conv in its input."""
+    out = _convt_out(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    y = _conv_data_grad(x, w, out, stride, padding, dilation, groups)
+    return _add_bias(y, b)
+
+
+def conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, groups,
+                            need_x=True, need_w=True, need_b=True):
+    """Cotangents ``(dx, dw, db)`` of :func:`conv_transpose_forward`; None where not needed."""
+    dx = dw = db = None
+    gp = _pad(g, padding)
+    out = x.shape[2:]  # the conv of g seen from x: exactly x's positions (extra output_padding cells dropped)
+    if need_x:
+        dx = _conv_core(gp, w, stride, dilation, out, groups)
+    if need_w:
+        dw = _conv_weight_grad(gp, x, w.shape[2:], stride, dilation, groups)
+    if need_b:
+        db = _bias_grad(g)
+    return dx, dw, db
+
+
+# ---- pooling ---------------------------------------------------------------------------------
+
+def _first_valid_offset(k, s, p, dil, out):
+    """Row-major offset index of the first real (unpadded) cell of every window."""
+    idx = np.zeros(out, dtype=np.intp)
+    d = len(k)
+    for a, (ki, si, pi, di, n) in enumerate(zip(k, s, p, dil, out)):
+        o = np.arange(n)
+        j = np.maximum(0, -((o * si - pi) // di))  # smallest j with o*s - p + j*dil >= 0
+        shape = [1] * d
+        shape[a] = n
+        idx = idx * ki + j.reshape(shape)
+    return idx
+
+
+def max_pool_forward(x, kernel_size, stride, padding, dilation):
+    """``(y, idx)``: window maxima over the last ``d`` axes and the row-major offset of the first winner.
+
+    Padding is ``-inf`` and never wins: windows whose maximum is ``-inf`` route to
+    their first real cell. NaN propagates (the first NaN wins).
+    """
+    k = tuple(kernel_size)
+    d = len(k)
+    out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, dilation)
+    xp = _pad(x, padding, -np.inf)
+    w = _windows(xp, k, stride, dilation, out)
+    cols = w.reshape(w.shape[:w.ndim - d] + (prod(k),))
+    idx = np.argmax(cols, axis=-1)
+    y = np.take_along_axis(cols, idx[..., None], axis=-1)[..., 0]
+    if any(padding):
+        neg = np.isneginf(y)
+        if neg.any():
+            idx = np.where(neg, _first_valid_offset(k, stride, padding, dilation, out), idx)
+    return y, idx
+
+
+def max_pool_backward(g, idx, x_shape, kernel_size, stride, padding, dilation):
+    """Route ``g`` to the winners ``idx`` of :func:`max_pool_forward` -> cotangent of shape ``x_shape``."""
+    k = tuple(kernel_size)
+    d = len(k)
+    sp = tuple(S + 2 * p for S, p in zip(x_shape[len(x_shape) - d:], padding))
+    out = g.shape[g.ndim - d:]
+    dxp = np.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
+    zero = g.dtype.type(0)
+    for j, off in enumerate(itertools.product(*(range(v) for v in k))):
+        dxp[_slab(off, stride, dilation, out)] += np.where(idx == j, g, zero)
+    return np.ascontiguousarray(_crop(dxp, padding))
+
+
+def avg_pool_forward(x, kernel_size, stride, padding):
+    """Window means over the last ``d`` axes; padded cells count as zeros (divisor ``prod(kernel_size)``)."""
+    k = tuple(kernel_size)
+    d = len(k)
+    ones = (1,) * d
+    out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, ones)
+    w = _windows(_pad(x, padding), k, stride, ones, out)
+    y = w.sum(axis=tuple(range(w.ndim - d, w.ndim)))
+    y *= x.dtype.type(1.0 / prod(k))
+    return y
+
+
+def avg_pool_backward(g, x_shape, kernel_size, stride, padding):
+    """Cotangent of :func:`avg_pool_forward`: ``g / prod(k)`` spread over each window."""
+    k = tuple(kernel_size)
+    d = len(k)
+    sp = tuple(S + 2 * p for S, p in zip(x_shape[len(x_shape) - d:], padding))
+    out = g.shape[g.ndim - d:]
+    gs = g * g.dtype.type(1.0 / prod(k))
+    dxp = np.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
+    for off in itertools.product(*(range(v) for v in k)):
+        dxp[_slab(off, stride, (1,) * d, out)] += gs
+    return np.ascontiguousarray(_crop(dxp, padding))
+
+
+def smooth_max_pool_forward(x, kernel_size, beta, stride, padding):
+    """``(y, m, lse)``: ``y = (1/beta) log sum exp(beta x)`` per window over the real cells (padding
+    contributes nothing), ``m`` the window max of ``beta x`` and ``lse = log sum exp(beta x - m)``.
+
+    ``m`` and ``lse`` let the backward form the softmax weights without going through
+    ``beta * y``, which would cost the weights ``ulp(beta y)`` of absolute accuracy.
+    """
+    k = tuple(kernel_size)
+    d = len(k)
+    ones = (1,) * d
+    out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, ones)
+    # Working on z = beta x with -inf padding excludes padded cells for either sign of beta.
+    zp = _pad(x * x.dtype.type(beta), padding, -np.inf)
+    w = _windows(zp, k, stride, ones, out)
+    axes = tuple(range(w.ndim - d, w.ndim))
+    m = w.max(axis=axes)
+    lse = np.log(np.exp(w - m.reshape(m.shape + ones)).sum(axis=axes))
+    return (m + lse) * x.dtype.type(1.0 / beta), m, lse
+
+
+def smooth_max_pool_backward(x, m, lse, g, kernel_size, beta, stride, padding):
+    """Cotangent of :func:`smooth_max_pool_forward`: each cell gets ``g exp(beta x - m - lse)`` per window."""
+    k = tuple(kernel_size)
+    d = len(k)
+    ones = (1,) * d
+    zp = _pad(x * x.dtype.type(beta), padding, -np.inf)
+    out = g.shape[g.ndim - d:]
+    dxp = np.zeros(zp.shape, dtype=g.dtype)
+    for off in itertools.product(*(range(v) for v in k)):
+        sl = _slab(off, stride, ones, out)
+        dxp[sl] += g * np.exp((zp[sl] - m) - lse)  # (z - m) first: exact near the window max
+    return np.ascontiguousarray(_crop(dxp, padding))
