@@ -1,0 +1,22 @@
+"""``tl.nn``: modules, parameters, initializers and the functional API (``tl.nn.F``).
+
+    >>> import torchlean as tl
+    >>> tl.manual_seed(0)
+    >>> net = tl.nn.Sequential(tl.nn.Linear(4, 8), tl.nn.ReLU(), tl.nn.Linear(8, 1))
+    >>> net(tl.randn(5, 4)).shape
+    (5, 1)
+"""
+
+from . import functional, init, utils
+from .module import IncompatibleKeys, Module, ModuleDict, ModuleList, Sequential
+from .modules import (
+    GELU, Dropout, Embedding, Flatten, Identity, Linear, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax,
+    Softplus, Tanh,
+)
+from .parameter import Parameter
+
+F = functional
+
+__all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
+           "ModuleDict", "IncompatibleKeys", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
+           "Softplus", "Softmax", "LogSoftmax", "Flatten", "Dropout", "Embedding", "Identity"]

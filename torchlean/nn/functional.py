@@ -1,0 +1,233 @@
+"""``tl.nn.functional`` (also ``tl.nn.F``): PyTorch's functional API over the op registry.
+
+Each function records one op of docs/OPS.md (or a short composition of them);
+integer targets, indices and class weights travel as host-array attributes.
+
+    >>> import torchlean as tl
+    >>> import torchlean.nn.functional as F
+    >>> F.relu(tl.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
+from ..tensor import Tensor, _apply, next_rng_key, where
+
+__all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
+           "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _tensor(x, op, what="input"):
+    if not isinstance(x, Tensor):
+        raise TorchLeanError(f"{op}: {what} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def _host_ints(t, op, what="target"):
+    """An integer Tensor / array / list as a host int array (an op attribute)."""
+    a = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
+    if a.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: {what} must hold integers, got dtype {a.dtype}")
+    return a
+
+
+def _host_weight(w, op):
+    if w is None:
+        return None
+    a = w.numpy() if isinstance(w, Tensor) else np.asarray(w)
+    if a.dtype.kind != "f":
+        raise DTypeError(f"{op}: weight must be a float tensor, got dtype {a.dtype}")
+    return a.astype(np.float64)
+
+
+def _check_reduction(op, reduction):
+    if reduction not in _REDUCTIONS:
+        raise DomainError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+# ---- linear and activations -----------------------------------------------------------------
+
+def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
+    """``input @ weight.T + bias``; input ``(..., in)``, weight ``(out, in)``, bias ``(out,)``.
+
+        >>> import torchlean as tl
+        >>> linear(tl.ones(2, 3), tl.ones(4, 3), tl.zeros(4)).shape
+        (2, 4)
+    """
+    if bias is None:
+        return _apply("linear_nobias", (weight, _tensor(input, "linear")), {})
+    return _apply("linear", (weight, bias, _tensor(input, "linear")), {})
+
+
+def relu(input, inplace=False):  # noqa: A002
+    """max(x, 0); relu'(0) = 0. ``inplace`` is accepted for compatibility and ignored."""
+    return _apply("relu", (input,), {})
+
+
+def gelu(input, approximate="none"):  # noqa: A002
+    """x * Phi(x) (``approximate="none"``) or its tanh approximation (``"tanh"``)."""
+    return _apply("gelu", (input,), {"approximate": approximate})
+
+
+def sigmoid(input):  # noqa: A002
+    return _apply("sigmoid", (input,), {})
+
+
+def tanh(input):  # noqa: A002
+    return _apply("tanh", (input,), {})
+
+
+def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
+    """(1/beta) log(1 + exp(beta x)), computed stably as max(z,0) + log1p(exp(-|z|)).
+
+    The stable form makes PyTorch's ``threshold`` switch to the identity unnecessary;
+    it is accepted for compatibility (the two differ by less than exp(-threshold)).
+    """
+    if beta == 1:
+        return _apply("softplus", (input,), {})
+    if not isinstance(beta, numbers.Real) or beta == 0:
+        raise DomainError(f"softplus: beta must be a non-zero number, got {beta!r}")
+    return _apply("softplus", (input * float(beta),), {}) * (1.0 / float(beta))
+
+
+def silu(input, inplace=False):  # noqa: A002
+    """x * sigmoid(x)."""
+    return _apply("silu", (input,), {})
+
+
+def softmax(input, dim=-1, dtype=None):  # noqa: A002
+    """exp(x - max) / sum exp(x - max) along ``dim``."""
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    return _apply("softmax", (input,), {"axis": dim})
+
+
+def log_softmax(input, dim=-1, dtype=None):  # noqa: A002
+    """x - max - log sum exp(x - max) along ``dim`` (never log of softmax)."""
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    return _apply("log_softmax", (input,), {"axis": dim})
+
+
+def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    """Zero each entry with probability ``p`` and scale the rest by 1/(1-p) (training only).
+
+    The mask comes from the counter-based generator (``tl.manual_seed``): the same seed
+    gives the same mask on every device. Identity when ``training`` is False or p == 0.
+    """
+    if not isinstance(p, numbers.Real) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
+        raise DomainError(f"dropout: p must lie in [0, 1], got {p!r}")
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    seed, counter = next_rng_key()
+    return _apply("dropout", (input,), {"p": float(p), "seed": int(seed), "counter": int(counter)})
+
+
+# ---- losses ---------------------------------------------------------------------------------
+
+def mse_loss(input, target, reduction="mean"):  # noqa: A002
+    """Mean (or sum, or elementwise) squared error; shapes must be equal."""
+    _check_reduction("mse_loss", reduction)
+    if reduction == "mean":
+        return _apply("mse_loss", (input, target), {})
+    if input.shape != target.shape:
+        raise ShapeError(f"mse_loss: shapes {input.shape} and {target.shape} must be equal")
+    d = input - target
+    sq = d * d
+    return sq.sum() if reduction == "sum" else sq
+
+
+def l1_loss(input, target, reduction="mean"):  # noqa: A002
+    """Mean (or sum, or elementwise) absolute error; abs'(0) = 0."""
+    _check_reduction("l1_loss", reduction)
+    if input.shape != target.shape:
+        raise ShapeError(f"l1_loss: shapes {input.shape} and {target.shape} must be equal")
+    a = (input - target).abs()
+    return a.mean() if reduction == "mean" else a.sum() if reduction == "sum" else a
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  # noqa: A002
+    """Negative log-likelihood of integer class targets, given log-probabilities.
+
+    input ``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)``; target ``()``, ``(N,)`` or
+    ``(N, d1, ...)``; ``"mean"`` is the weighted mean over non-ignored targets.
+    """
+    return _apply("nll_loss", (_tensor(input, "nll_loss"),),
+                  {"target": _host_ints(target, "nll_loss"), "weight": _host_weight(weight, "nll_loss"),
+                   "ignore_index": int(ignore_index), "reduction": reduction})
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",  # noqa: A002
+                  label_smoothing=0.0):
+    """Cross entropy of logits against integer classes or class probabilities (PyTorch's).
+
+    Integer targets run the fused ``cross_entropy`` op; a float target of the input's
+    shape is read as class probabilities (the class axis is 1, or 0 for a 1-D input).
+
+        >>> import torchlean as tl
+        >>> round(cross_entropy(tl.zeros(2, 4), tl.tensor([0, 3])).item(), 4)
+        1.3863
+    """
+    _tensor(input, "cross_entropy")
+    if isinstance(target, Tensor) and target.dtype.kind == "f":
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    return _apply("cross_entropy", (input,),
+                  {"target": _host_ints(target, "cross_entropy"),
+                   "weight": _host_weight(weight, "cross_entropy"), "ignore_index": int(ignore_index),
+                   "reduction": reduction, "label_smoothing": float(label_smoothing)})
+
+
+def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
+    op = "cross_entropy"
+    _check_reduction(op, reduction)
+    if target.shape != input.shape:
+        raise ShapeError(f"{op}: probability target of shape {target.shape} must match input shape {input.shape}")
+    if input.ndim == 0:
+        raise ShapeError(f"{op}: input of shape () needs a class axis")
+    if not 0.0 <= label_smoothing < 1.0:
+        raise DomainError(f"{op}: label_smoothing must lie in [0, 1), got {label_smoothing!r}")
+    axis = 0 if input.ndim == 1 else 1
+    C = input.shape[axis]
+    if label_smoothing:
+        target = target * (1.0 - label_smoothing) + label_smoothing / C
+    logp = log_softmax(input, dim=axis)
+    if weight is not None:
+        w = Tensor(_host_weight(weight, op).astype(input.dtype))
+        if w.shape != (C,):
+            raise ShapeError(f"{op}: weight of shape {w.shape} must have shape ({C},) for {C} classes")
+        logp = logp * w.reshape((C,) + (1,) * (input.ndim - axis - 1))
+    per = -(logp * target).sum(dim=axis)
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    return per.sum() * (1.0 / max(per.numel(), 1))
+
+
+# ---- embedding ------------------------------------------------------------------------------
+
+def embedding(input, weight, padding_idx=None):  # noqa: A002
+    """Rows of ``weight`` (num, dim) picked by the integer ``input`` (any shape).
+
+    Rows at ``padding_idx`` are returned but receive no gradient, as in PyTorch.
+    """
+    idx = _host_ints(input, "embedding", "input")
+    out = _apply("embedding", (weight,), {"indices": idx})
+    if padding_idx is None:
+        return out
+    num = weight.shape[0]
+    pad = int(padding_idx) + num if padding_idx < 0 else int(padding_idx)
+    keep = idx != pad
+    if keep.all():
+        return out
+    frozen = _apply("embedding", (weight.detach(),), {"indices": idx})
+    return where(Tensor(keep[..., None]), out, frozen)

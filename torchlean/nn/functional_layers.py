@@ -1,0 +1,591 @@
+"""Layer functions of ``tl.nn.functional``: convolution, pooling, normalization,
+attention, spectral convolution, the selective scan and the real FFT.
+
+Signatures and semantics are PyTorch's where PyTorch has the function; each call
+records one op of docs/OPS.md (``conv``, ``max_pool``, ``batch_norm_train``,
+``flash_attention``, ...) or a short composition of them. Layouts are
+channels-first for convolution and pooling, with or without a batch axis.
+
+    >>> import torchlean as tl
+    >>> import torchlean.nn.functional as F
+    >>> F.conv2d(tl.ones(1, 2, 5, 5), tl.ones(3, 2, 3, 3), padding=1).shape
+    (1, 3, 5, 5)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
+from ..spec.conv import MAX_SPATIAL
+from ..tensor import Tensor, _apply, no_grad, ones, zeros
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "conv_transpose_nd", "max_pool1d", "max_pool2d", "max_pool3d",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d", "smooth_max_pool", "layer_norm", "batch_norm",
+           "scaled_dot_product_attention", "multi_head_attention", "spectral_conv1d",
+           "selective_scan", "rfft", "irfft"]
+
+
+# ---- argument helpers -----------------------------------------------------------------------
+
+def _tensor(x, op, what="input"):
+    if not isinstance(x, Tensor):
+        raise TorchLeanError(f"{op}: {what} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def _tup(v, d):
+    """An int repeated over ``d`` axes, or a sequence as a tuple; the op's shape rule checks it."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return (int(v),) * d
+    if isinstance(v, (list, tuple)):
+        return tuple(int(e) if isinstance(e, numbers.Integral) and not isinstance(e, bool) else e for e in v)
+    return v
+
+
+def _const(like, value, shape):
+    """A constant (no gradient) of ``like``'s dtype and device."""
+    return (ones if value == 1 else zeros)(*shape, dtype=like.dtype, device=like.device)
+
+
+def _check_spatial(op, d):
+    if d < 1 or d > MAX_SPATIAL:
+        raise ShapeError(f"{op}: {d} spatial axes; supported are 1 to {MAX_SPATIAL}")
+
+
+# ---- convolution ----------------------------------------------------------------------------
+
+def _string_padding(op, padding, kernel, stride, dilation, d):
+    """PyTorch's ``"valid"`` / ``"same"`` as symmetric padding plus a per-axis leading crop.
+
+    ``"same"`` pads ``dil * (k - 1)`` in total, the extra cell of an odd total on the
+    right (PyTorch's choice); symmetric padding by the larger half gives one extra
+    output in front, which the crop removes.
+    """
+    if padding == "valid":
+        return (0,) * d, None
+    if padding != "same":
+        raise DomainError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+    if any(s != 1 for s in _tup(stride, d)):
+        raise DomainError(f"{op}: padding='same' is not supported for strided convolutions (stride {stride})")
+    total = tuple(di * (k - 1) for di, k in zip(_tup(dilation, d), kernel))
+    pad = tuple((t + 1) // 2 for t in total)
+    crop = tuple(t % 2 for t in total)
+    return pad, (crop if any(crop) else None)
+
+
+def _crop_front(y, crop):
+    d = len(crop)
+    index = (Ellipsis,) + tuple(slice(c, None) for c in crop)
+    return y[index] if y.ndim >= d else y
+
+
+def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noqa: A002
+    _tensor(input, op)
+    _tensor(weight, op, "weight")
+    if bias is not None:
+        _tensor(bias, op, "bias")
+    if d is None:
+        d = weight.ndim - 2
+    _check_spatial(op, d)
+    if weight.ndim != d + 2:
+        raise ShapeError(f"{op}: weight {weight.shape} must have {d + 2} axes (C_out, C_in/groups, *kernel) "
+                         f"for {d} spatial axes")
+    crop = None
+    if isinstance(padding, str):
+        padding, crop = _string_padding(op, padding, weight.shape[2:], stride, dilation, d)
+    attrs = {"stride": _tup(stride, d), "padding": _tup(padding, d), "dilation": _tup(dilation, d),
+             "groups": groups}
+    if bias is None:
+        y = _apply("conv_nobias", (input, weight), attrs)
+    else:
+        y = _apply("conv", (input, weight, bias), attrs)
+    return y if crop is None else _crop_front(y, crop)
+
+
+def conv_nd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """Convolution (cross-correlation) over 1 to 8 spatial axes, their number taken from ``weight``.
+
+    ``input`` ``(N, C_in, *spatial)`` or ``(C_in, *spatial)``; ``weight``
+    ``(C_out, C_in / groups, *kernel)``; ``bias`` ``(C_out,)``. ``padding`` is an int,
+    a tuple, ``"valid"`` or ``"same"`` (stride 1 only; an odd total padding puts the
+    extra zero on the right, as PyTorch does).
+
+        >>> import torchlean as tl
+        >>> conv_nd(tl.ones(1, 1, 4, 4, 4, 4), tl.ones(2, 1, 2, 2, 2, 2)).shape
+        (1, 2, 3, 3, 3, 3)
+    """
+    return _conv("conv_nd", None, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """PyTorch's ``conv1d``: input ``(N, C_in, L)`` or ``(C_in, L)``, weight ``(C_out, C_in/groups, k)``.
+
+        >>> import torchlean as tl
+        >>> conv1d(tl.ones(1, 1, 5), tl.ones(1, 1, 3)).tolist()
+        [[[3.0, 3.0, 3.0]]]
+    """
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """PyTorch's ``conv2d``: input ``(N, C_in, H, W)`` or ``(C_in, H, W)``, weight ``(C_out, C_in/groups, kh, kw)``."""
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """PyTorch's ``conv3d``: input ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)``."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(op, d, input, weight, bias, stride, padding, output_padding, groups, dilation):  # noqa: A002
+    _tensor(input, op)
+    _tensor(weight, op, "weight")
+    if bias is not None:
+        _tensor(bias, op, "bias")
+    if d is None:
+        d = weight.ndim - 2
+    _check_spatial(op, d)
+    if weight.ndim != d + 2:
+        raise ShapeError(f"{op}: weight {weight.shape} must have {d + 2} axes (C_in, C_out/groups, *kernel) "
+                         f"for {d} spatial axes")
+    if isinstance(padding, str):
+        raise DomainError(f"{op}: string padding {padding!r} is not supported for transposed convolution")
+    attrs = {"stride": _tup(stride, d), "padding": _tup(padding, d),
+             "output_padding": _tup(output_padding, d), "dilation": _tup(dilation, d), "groups": groups}
+    if bias is None:
+        return _apply("conv_transpose_nobias", (input, weight), attrs)
+    return _apply("conv_transpose", (input, weight, bias), attrs)
+
+
+def conv_transpose_nd(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                      dilation=1):
+    """Transposed convolution over 1 to 8 spatial axes (the adjoint of :func:`conv_nd` in ``input``).
+
+    ``weight`` ``(C_in, C_out / groups, *kernel)``; output length per axis
+    ``(S - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
+    """
+    return _conv_transpose("conv_transpose_nd", None, input, weight, bias, stride, padding, output_padding,
+                           groups, dilation)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                     dilation=1):
+    """PyTorch's ``conv_transpose1d``; weight ``(C_in, C_out/groups, k)``.
+
+        >>> import torchlean as tl
+        >>> conv_transpose1d(tl.ones(1, 1, 3), tl.ones(1, 1, 2), stride=2).tolist()
+        [[[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]]]
+    """
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding,
+                           groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                     dilation=1):
+    """PyTorch's ``conv_transpose2d``; weight ``(C_in, C_out/groups, kh, kw)``."""
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding,
+                           groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                     dilation=1):
+    """PyTorch's ``conv_transpose3d``; weight ``(C_in, C_out/groups, kd, kh, kw)``."""
+    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding,
+                           groups, dilation)
+
+
+# ---- pooling --------------------------------------------------------------------------------
+
+def _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode):  # noqa: A002
+    _tensor(input, op)
+    if ceil_mode:
+        raise DomainError(f"{op}: ceil_mode=True is not supported (output lengths use floor mode)")
+    k = _tup(kernel_size, d)
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else _tup(stride, d)
+    return {"kernel_size": k, "stride": s, "padding": _tup(padding, d)}
+
+
+def _max_pool(op, d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):  # noqa: A002
+    if return_indices:
+        raise DomainError(f"{op}: return_indices=True is not supported")
+    attrs = _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode)
+    attrs["dilation"] = _tup(dilation, d)
+    return _apply("max_pool", (input,), attrs)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    """Max over windows of ``(N, C, L)`` or ``(C, L)``; ``stride`` defaults to ``kernel_size``.
+
+    Padded cells never win; the gradient goes to the first winner of each window.
+
+        >>> import torchlean as tl
+        >>> max_pool1d(tl.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+        [[[3.0, 2.0]]]
+    """
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    """Max over windows of ``(N, C, H, W)`` or ``(C, H, W)``; ``stride`` defaults to ``kernel_size``."""
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    """Max over windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def _avg_pool(op, d, input, kernel_size, stride, padding, ceil_mode, count_include_pad,  # noqa: A002
+              divisor_override):
+    attrs = _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode)
+    y = _apply("avg_pool", (input,), attrs)
+    k = attrs["kernel_size"]
+    if divisor_override is not None:
+        if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, bool) \
+                or divisor_override <= 0:
+            raise DomainError(f"{op}: divisor_override must be a positive int, got {divisor_override!r}")
+        return y * (math.prod(k) / float(divisor_override))
+    if count_include_pad or not any(attrs["padding"]):
+        return y
+    # The average over real cells only: divide by the fraction of each window that is real,
+    # which is the same pooling applied to ones (one channel, broadcast over N and C).
+    with no_grad():
+        frac = _apply("avg_pool", (_const(input, 1, (1,) + input.shape[input.ndim - d:]),), attrs)
+    return y / frac
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
+               divisor_override=None):
+    """Mean over windows of ``(N, C, L)`` or ``(C, L)``; padding counts as zeros by default.
+
+        >>> import torchlean as tl
+        >>> avg_pool1d(tl.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+        [[[2.0, 1.0]]]
+    """
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
+               divisor_override=None):
+    """Mean over windows of ``(N, C, H, W)`` or ``(C, H, W)``."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
+               divisor_override=None):
+    """Mean over windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def smooth_max_pool(x, kernel_size, beta, stride=None, padding=0):
+    """``(1/beta) log sum exp(beta x)`` over each window (real cells only): a smooth max-pool.
+
+    ``kernel_size`` is a sequence with one entry per spatial axis; a bare int is
+    repeated over ``x.ndim - 2`` spatial axes (an ``(N, C, *spatial)`` input).
+    It tends to max-pooling as ``beta -> +inf``; ``beta`` must be finite and non-zero.
+
+        >>> import torchlean as tl
+        >>> round(smooth_max_pool(tl.tensor([[[0.0, 0.0]]]), 2, beta=1.0).item(), 6)
+        0.693147
+    """
+    op = "smooth_max_pool"
+    _tensor(x, op)
+    if isinstance(kernel_size, numbers.Integral) and not isinstance(kernel_size, bool):
+        kernel_size = (int(kernel_size),) * max(x.ndim - 2, 1)
+    d = len(kernel_size) if isinstance(kernel_size, (list, tuple)) else 1
+    attrs = _pool_common(op, d, x, kernel_size, stride, padding, False)
+    attrs["beta"] = beta
+    return _apply(op, (x,), attrs)
+
+
+# ---- normalization --------------------------------------------------------------------------
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """Normalize over the trailing ``normalized_shape`` axes (biased variance), then scale and shift.
+
+        >>> import torchlean as tl
+        >>> layer_norm(tl.tensor([[1.0, 3.0]]), (2,)).tolist()
+        [[-0.9999950000374997, 0.9999950000374997]]
+    """
+    op = "layer_norm"
+    _tensor(input, op)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    k = len(ns)
+    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != ns:
+        raise ShapeError(f"{op}: normalized_shape {ns} does not match the trailing axes of input {input.shape}")
+    attrs = {"normalized_ndim": k, "eps": float(eps)}
+    if weight is None and bias is None:
+        return _apply("layer_norm_noaffine", (input,), attrs)
+    weight = _const(input, 1, ns) if weight is None else weight
+    bias = _const(input, 0, ns) if bias is None else bias
+    return _apply("layer_norm", (input, weight, bias), attrs)
+
+
+def _update_running_stats(op, x, running_mean, running_var, momentum):
+    """running = (1 - momentum) * running + momentum * batch statistic, in place (PyTorch's rule).
+
+    The variance folded into ``running_var`` is the unbiased one (divisor n - 1).
+    """
+    if not isinstance(momentum, numbers.Real) or isinstance(momentum, bool) or not math.isfinite(momentum):
+        raise DomainError(f"{op}: momentum must be a finite number, got {momentum!r}")
+    m = float(momentum)
+    c = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.numel() // c
+    with no_grad():
+        xd = x.detach()
+        mean = xd.mean(dim=axes)
+        centered = xd - mean.reshape((1, c) + (1,) * (x.ndim - 2))
+        var = (centered * centered).sum(dim=axes) * (1.0 / (n - 1))
+        for buf, stat in ((running_mean, mean), (running_var, var)):
+            if buf is None:
+                continue
+            if buf.shape != (c,):
+                raise ShapeError(f"{op}: running statistics must have shape ({c},), got {buf.shape} "
+                                 f"for input {x.shape}")
+            buf._value[...] = (buf * (1.0 - m) + stat.to(dtype=buf.dtype) * m)._value
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
+               momentum=0.1, eps=1e-5):
+    """PyTorch's ``batch_norm`` over channel axis 1 of ``(N, C)`` or ``(N, C, *spatial)``.
+
+    ``training=True`` normalizes with the batch statistics (op ``batch_norm_train``,
+    biased variance) and, when given, updates ``running_mean``/``running_var`` in place:
+    ``r = (1 - momentum) r + momentum * stat`` with the *unbiased* batch variance.
+    ``training=False`` uses the running statistics (op ``batch_norm_eval``), which
+    receive no gradient.
+
+        >>> import torchlean as tl
+        >>> rm, rv = tl.zeros(2), tl.ones(2)
+        >>> _ = batch_norm(tl.tensor([[1.0, 2.0], [3.0, 6.0]]), rm, rv, training=True)
+        >>> rm.tolist()
+        [0.2, 0.4]
+    """
+    op = "batch_norm"
+    _tensor(input, op)
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: input must be (N, C) or (N, C, *spatial), got shape {input.shape}")
+    c = input.shape[1]
+    gamma = _const(input, 1, (c,)) if weight is None else weight
+    beta = _const(input, 0, (c,)) if bias is None else bias
+    if training:
+        if input.numel() // max(c, 1) <= 1:
+            raise ShapeError(f"{op}: expected more than 1 value per channel when training, got input "
+                             f"of shape {input.shape}")
+        y = _apply("batch_norm_train", (input, gamma, beta), {"eps": float(eps)})
+        if running_mean is not None or running_var is not None:
+            _update_running_stats(op, input, running_mean, running_var, momentum)
+        return y
+    if running_mean is None or running_var is None:
+        raise DomainError(f"{op}: running_mean and running_var are required when training=False")
+    return _apply("batch_norm_eval", (input, gamma, beta, running_mean, running_var), {"eps": float(eps)})
+
+
+# ---- attention ------------------------------------------------------------------------------
+
+def _host_mask(m):
+    """A mask (Tensor, array, nested list) as a host array."""
+    return m.numpy() if isinstance(m, Tensor) else np.asarray(m)
+
+
+def _attention_shapes(op, q, k, v):
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        _tensor(t, op, name)
+        if t.ndim < 2:
+            raise ShapeError(f"{op}: {name} must have at least 2 axes (..., length, dim), got {t.shape}")
+    L, E = q.shape[-2:]
+    S, Ek = k.shape[-2:]
+    if E != Ek:
+        raise ShapeError(f"{op}: query {q.shape} and key {k.shape} have different embedding dims")
+    if v.shape[-2] != S:
+        raise ShapeError(f"{op}: key {k.shape} and value {v.shape} have different lengths")
+    try:
+        lead = tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+    except ValueError:
+        raise ShapeError(f"{op}: batch axes of query {q.shape}, key {k.shape}, value {v.shape} "
+                         "do not broadcast") from None
+    return lead, L, S, E, v.shape[-1]
+
+
+def _split_mask(op, attn_mask, is_causal, L, S):
+    """(allowed, additive): a host bool array (True = may attend), or a float mask added to the logits."""
+    if is_causal:
+        if attn_mask is not None:
+            raise DomainError(f"{op}: pass either attn_mask or is_causal=True, not both")
+        return np.tril(np.ones((L, S), dtype=bool)), None
+    if attn_mask is None:
+        return None, None
+    kind = attn_mask.dtype.kind if isinstance(attn_mask, Tensor) else np.asarray(attn_mask).dtype.kind
+    if kind == "b":
+        return _host_mask(attn_mask), None
+    if kind != "f":
+        raise DTypeError(f"{op}: attn_mask must be bool (True = may attend) or float (added to the "
+                         f"logits), got dtype {attn_mask.dtype}")
+    return None, attn_mask
+
+
+def _bcast_mask(op, m, shape):
+    try:
+        return np.broadcast_to(m, shape)
+    except ValueError:
+        raise ShapeError(f"{op}: attn_mask of shape {np.shape(m)} does not broadcast to the attention "
+                         f"shape {shape} (..., L, S)") from None
+
+
+def _attend_unfused(q, k, v, allowed, additive, scale):
+    """(output, weights): softmax(q k^T * scale + additive, restricted to ``allowed``) @ v."""
+    logits = (q @ k.transpose(-2, -1)) * scale
+    if additive is not None:
+        if not isinstance(additive, Tensor):
+            additive = Tensor(np.asarray(additive, dtype=q.dtype)).to(device=q.device)
+        logits = logits + additive
+    if allowed is None:
+        p = _apply("softmax", (logits,), {"axis": -1})
+    else:
+        p = _apply("hard_masked_softmax", (logits,), {"mask": _bcast_mask("scaled_dot_product_attention",
+                                                                          allowed, logits.shape)})
+    return p @ v, p
+
+
+def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=False):
+    op = "scaled_dot_product_attention"
+    lead, L, S, E, Ev = _attention_shapes(op, q, k, v)
+    if scale is not None and (not isinstance(scale, numbers.Real) or isinstance(scale, bool)
+                              or not math.isfinite(scale)):
+        raise DomainError(f"{op}: scale must be a finite number or None, got {scale!r}")
+    allowed, additive = _split_mask(op, attn_mask, is_causal, L, S)
+    if additive is not None or need_weights:
+        sc = 1.0 / math.sqrt(E) if scale is None else float(scale)
+        return _attend_unfused(q, k, v, allowed, additive, sc)
+    B = math.prod(lead)
+
+    def fold(t, n, d):
+        return t.broadcast_to(lead + (n, d)).reshape(B, n, d)
+
+    attrs = {"scale": None if scale is None else float(scale)}
+    if allowed is not None:
+        attrs["mask"] = _bcast_mask(op, allowed, lead + (L, S)).reshape(B, L, S)
+        attrs["hard"] = True
+    out = _apply("flash_attention", (fold(q, L, E), fold(k, S, E), fold(v, S, Ev)), attrs)
+    return out.reshape(lead + (L, Ev)), None
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None):
+    """PyTorch's ``scaled_dot_product_attention``: ``softmax(q k^T * scale + mask) v``.
+
+    ``query`` ``(..., L, E)``, ``key`` ``(..., S, E)``, ``value`` ``(..., S, Ev)``; the
+    leading axes broadcast and are folded into the batch axis of the fused
+    ``flash_attention`` op. ``scale`` defaults to ``1/sqrt(E)``.
+
+    * a boolean ``attn_mask`` (broadcasting to ``(..., L, S)``) marks with True the
+      keys a query may attend to; masking is exact (blocked weights are 0, a row
+      with no allowed key outputs 0);
+    * ``is_causal=True`` is the lower-triangular boolean mask ``tril(ones(L, S))``;
+    * a float ``attn_mask`` is *added* to the logits. It takes the unfused path
+      (matmul, add, softmax, matmul), so it may carry a gradient.
+
+    ``dropout_p`` must be 0: attention dropout is not supported.
+
+        >>> import torchlean as tl
+        >>> q = tl.ones(2, 3, 4)
+        >>> scaled_dot_product_attention(q, q, tl.ones(2, 3, 5), is_causal=True).shape
+        (2, 3, 5)
+    """
+    if dropout_p != 0:
+        raise DomainError(f"scaled_dot_product_attention: dropout_p={dropout_p!r} is not supported "
+                          "(attention dropout); use dropout_p=0.0")
+    return _sdpa(query, key, value, attn_mask, is_causal, scale)[0]
+
+
+def multi_head_attention(x, wq, wk, wv, wo, num_heads, mask=None, use_flash=True):
+    """The seeds' multi-head self-attention layer (no biases): ``concat_h(attn_h(x Wq, x Wk, x Wv)) @ Wo``.
+
+    ``x`` ``(n, d_model)`` or ``(batch, n, d_model)``; ``wq``/``wk``/``wv``
+    ``(d_model, heads * head_dim)``; ``wo`` ``(heads * head_dim, d_model)``; ``mask`` an
+    optional 0/1 ``(n, n)`` array shared by heads and batch entries, with the seeds'
+    convention (a blocked logit is replaced by -1000). ``use_flash`` picks the
+    runtime path only. For PyTorch's layer with biases see
+    :class:`torchlean.nn.MultiheadAttention`.
+    """
+    attrs = {"num_heads": num_heads, "use_flash": bool(use_flash)}
+    if mask is not None:
+        attrs["mask"] = _host_mask(mask)
+    return _apply("multi_head_attention", (_tensor(x, "multi_head_attention"), wq, wk, wv, wo), attrs)
+
+
+# ---- spectral convolution, selective scan, real FFT -----------------------------------------
+
+def spectral_conv1d(x, w_re, w_im):
+    """FNO's spectral convolution along the grid axis; channels last.
+
+    ``x`` ``(grid, width)`` or ``(batch, grid, width)``; ``w_re``/``w_im``
+    ``(modes, width, width_out)``. ``Y[k] = X[k] @ (w_re[k] + 1j w_im[k])`` for the
+    first ``modes`` bins of ``X = rfft(x)``, the other bins zero, ``y = irfft(Y)``.
+    """
+    return _apply("spectral_conv1d", (_tensor(x, "spectral_conv1d"), w_re, w_im), {})
+
+
+def selective_scan(x, A, B, h0=None):
+    """Every state of the diagonal linear recurrence ``h[t] = A * h[t-1] + B * x[t]``.
+
+    ``x`` ``(..., L, S)`` scans along its second-last axis; ``A`` and ``B`` have shape
+    ``(S,)`` (op ``selective_scan``) or, token-dependent, ``x``'s shape (op
+    ``selective_scan_var``; an ``(S,)`` coefficient next to a token-dependent one is
+    broadcast). ``h0`` ``(..., S)`` defaults to zeros. Returns ``h`` of ``x``'s shape.
+
+        >>> import torchlean as tl
+        >>> selective_scan(tl.ones(3, 1), tl.tensor([0.5]), tl.tensor([1.0])).tolist()
+        [[1.0], [1.5], [1.75]]
+    """
+    op = "selective_scan"
+    for name, t in (("x", x), ("A", A), ("B", B)):
+        _tensor(t, op, name)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: x must be (..., L, S), got shape {x.shape}")
+    S = x.shape[-1]
+    if h0 is None:
+        h0 = _const(x, 0, x.shape[:-2] + (S,))
+    if A.shape == (S,) and B.shape == (S,):
+        return _apply("selective_scan", (x, A, B, h0), {})
+    if A.shape == (S,) and B.shape == x.shape:
+        A = A.broadcast_to(x.shape)
+    elif B.shape == (S,) and A.shape == x.shape:
+        B = B.broadcast_to(x.shape)
+    return _apply("selective_scan_var", (x, A, B, h0), {})
+
+
+def rfft(x):
+    """Unnormalized real DFT of the last axis, packed ``(..., n//2 + 1, 2)`` with [re, im] last.
+
+        >>> import torchlean as tl
+        >>> rfft(tl.tensor([1.0, 2.0, 3.0, 4.0])).tolist()[0]
+        [10.0, 0.0]
+    """
+    return _apply("rfft", (_tensor(x, "rfft"),), {})
+
+
+def irfft(p, n=None):
+    """Inverse of :func:`rfft` (normalized by 1/n) of a packed half-spectrum ``(..., bins, 2)``.
+
+    ``n`` defaults to ``2 * (bins - 1)``, as in ``torch.fft.irfft``; the imaginary
+    parts at DC (and Nyquist for even ``n``) are ignored.
+    """
+    _tensor(p, "irfft")
+    if n is None:
+        if p.ndim < 2:
+            raise ShapeError(f"irfft: input must be a packed half-spectrum (..., bins, 2), got shape {p.shape}")
+        n = 2 * (p.shape[-2] - 1)
+    return _apply("irfft", (p,), {"n": n})

@@ -1,0 +1,66 @@
+"""``tl.nn.utils``: gradient clipping.
+
+    >>> import torchlean as tl
+    >>> p = tl.nn.Parameter(tl.zeros(2))
+    >>> p.grad = tl.tensor([3.0, 4.0])
+    >>> round(float(tl.nn.utils.clip_grad_norm_([p], 1.0)), 4)
+    5.0
+    >>> [round(v, 4) for v in p.grad.tolist()]
+    [0.6, 0.8]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import DeviceError, DomainError
+from ..kernels import get_kernels
+from ..tensor import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+
+
+def _grads(parameters):
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p for p in parameters if p.grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False):
+    """Scale the gradients so that their joint ``norm_type``-norm is at most ``max_norm``.
+
+    As in PyTorch the coefficient is ``min(1, max_norm / (total + 1e-6))``; returns the
+    total norm (before clipping) as a 0-d tensor. Gradients are replaced, not written
+    in place, because gradient buffers may be shared between leaves.
+    """
+    ps = _grads(parameters)
+    norm_type = float(norm_type)
+    if not ps:
+        return Tensor(np.zeros((), dtype=np.float32))
+    if len({p.grad.device for p in ps}) > 1:
+        raise DeviceError("clip_grad_norm_: gradients live on different devices")
+    xp = get_kernels(ps[0].grad.device).xp
+    gs = [p.grad._value for p in ps]
+    if math.isinf(norm_type):
+        total = max(float(xp.max(xp.abs(g))) if g.size else 0.0 for g in gs)
+    elif norm_type <= 0:
+        raise DomainError(f"clip_grad_norm_: norm_type must be positive, got {norm_type}")
+    else:
+        total = sum(float(xp.sum(xp.abs(g) ** norm_type)) for g in gs) ** (1.0 / norm_type)
+    if error_if_nonfinite and not math.isfinite(total):
+        raise DomainError(f"clip_grad_norm_: the total norm of order {norm_type} is non-finite ({total})")
+    coef = min(1.0, float(max_norm) / (total + 1e-6))
+    if coef < 1.0:
+        for p, g in zip(ps, gs):
+            p._grad = Tensor(g * g.dtype.type(coef))
+    return Tensor(get_kernels(ps[0].device).full((), total, ps[0].grad.dtype))
+
+
+def clip_grad_value_(parameters, clip_value: float) -> None:
+    """Clamp every gradient entry to [-clip_value, clip_value]."""
+    c = float(clip_value)
+    for p in _grads(parameters):
+        xp = get_kernels(p.grad.device).xp
+        p._grad = Tensor(xp.clip(p.grad._value, -c, c))
