@@ -101,6 +101,9 @@ def _check_args(p):
     p.add_argument("--op", metavar="PATTERN",
                    help="only ops whose name contains PATTERN or matches it as a glob (e.g. 'conv*')")
     p.add_argument("-v", "--verbose", action="store_true", help="one row per sample instead of per check")
+    p.add_argument("--model", metavar="FILE",
+                   help="instead: check a model (IR JSON or .onnx) compiled for --device against its "
+                        "meaning, node by node; exit 1 on a divergence")
 
 
 def _fmt_err(x: float, check: str) -> str:
@@ -141,6 +144,8 @@ def format_table(rows) -> str:
 
 def _check(args) -> int:
     require_device(args.device)
+    if args.model:
+        return _import_optional("torchlean.ir.cli", "check --model").check_model(args.model, args.device)
     from .testing.checks import run_checks
     results = run_checks(args.device, args.op)
     if not results:

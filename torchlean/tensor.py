@@ -418,6 +418,8 @@ class Tensor:
         return _apply("reduce_sum", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
 
     def mean(self, dim=None, keepdim=False):
+        if dim is None and self.ndim == 0:  # reduce_mean needs an axis; the mean of one entry is itself
+            return _apply("sum", (self,), {})
         return _apply("reduce_mean", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
 
     def max(self, dim=None, keepdim=False):
@@ -569,6 +571,11 @@ def _wrap(y) -> Tensor:
     return t
 
 
+#: The active IR tracer (``torchlean.ir.trace``), or None: called as ``tracer(name, ts, attrs, out)``
+#: for every op, in any grad mode. A one-element list so the hot path pays one read.
+_TRACER: list = [None]
+
+
 def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
     """Run op ``name`` on tensors ``ts`` and record it when any input requires grad.
 
@@ -582,6 +589,9 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
     out._id = -1
     out._grad = None
     out.requires_grad = False
+    tracer = _TRACER[0]
+    if tracer is not None:
+        tracer(name, ts, attrs, out)
     if not _state.grad_enabled:
         return out
     target = None

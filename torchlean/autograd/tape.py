@@ -232,7 +232,8 @@ class Tape:
         elif p in owned:
             old += c
         else:
-            grads[p] = old + c
+            s = old + c
+            grads[p] = np.asarray(s) if isinstance(s, np.generic) else s  # 0-d sums are NumPy scalars
             owned.add(p)
 
     def _sweep(self, out_id, g0, grads, keep):

@@ -1,5 +1,6 @@
 """The IR: graphs of spec ops that can be checked, evaluated (their meaning), saved,
-loaded and imported from ONNX.
+loaded, imported from ONNX, traced from front-end code, compiled to a device
+program and checked against their meaning node by node.
 
     >>> import numpy as np
     >>> from torchlean import ir
@@ -24,7 +25,11 @@ from .infer import check
 from .interpret import DOMAINS, evaluate
 from .serialize import FORMAT, load, save
 from .onnx import from_onnx
+from .compile import LOWERING, Lowering, Program, compile, missing_lowerings
+from .equivalence import NodeReport, Report, check_equivalence
+from .trace import CompiledModule, compile_module, trace
 
 __all__ = ["Node", "Graph", "Payload", "KINDS", "IR_KINDS", "PARAM_INPUTS", "PARENTS", "KindInfo",
            "kind_info", "spec_args", "check", "evaluate", "DOMAINS", "save", "load", "FORMAT",
-           "from_onnx", "IRError"]
+           "from_onnx", "IRError", "compile", "Program", "LOWERING", "Lowering", "missing_lowerings",
+           "check_equivalence", "Report", "NodeReport", "trace", "compile_module", "CompiledModule"]

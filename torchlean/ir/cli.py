@@ -1,4 +1,4 @@
-"""The ``torchlean ir check|run|convert`` commands as plain functions.
+"""The ``torchlean ir check|run|convert`` and ``torchlean check --model`` commands as plain functions.
 
 Each prints a short report and returns a process exit code: 0 success, 1 the
 file or model is invalid (the error is printed), 2 the request cannot be served
@@ -12,14 +12,16 @@ from collections import Counter
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, DeviceError, TorchLeanError
-from .graph import Graph
+from ..errors import BackendUnavailableError, DeviceError, DomainError, TorchLeanError
+from .compile import compile
+from .equivalence import check_equivalence
+from .graph import Graph, format_node
 from .infer import check
 from .interpret import evaluate
 from .onnx import from_onnx
 from .serialize import load, save
 
-__all__ = ["ir_check", "ir_run", "ir_convert"]
+__all__ = ["ir_check", "ir_run", "ir_convert", "check_model"]
 
 
 def _summary(g: Graph, payload) -> str:
@@ -60,8 +62,8 @@ def _describe(a) -> str:
 def ir_run(path, inputs, device: str = "cpu") -> int:
     """Run an IR file on ``.npy`` inputs and print each output.
 
-    On ``"cpu"`` the graph is evaluated under its meaning (the spec, float64).
-    Other devices need the IR compiler (``torchlean.ir.compile``).
+    The graph is compiled (``torchlean.ir.compile``, float32) for ``device`` and run
+    there; ``torchlean check --model`` compares that run with the meaning.
     """
     try:
         g, payload = load(path)
@@ -71,25 +73,60 @@ def ir_run(path, inputs, device: str = "cpu") -> int:
                 xs.append(np.load(p, allow_pickle=False))
             except (OSError, ValueError) as e:
                 raise TorchLeanError(f"cannot read input {p!r}: {e}") from None
-        if device == "cpu":
-            vals = evaluate(g, payload, *xs)
-            outs = [vals[o] for o in g.outputs]
-        else:
-            from .. import ir as _ir
-            compile_fn = getattr(_ir, "compile", None)  # the lowering, when this build has it
-            if not callable(compile_fn):
-                raise DeviceError(f"ir run on {device!r} needs ir.compile, which this build "
-                                  f"does not include; use --device cpu")
-            prog = compile_fn(g, payload, device=device)
-            res = prog(*xs)
-            outs = list(res) if isinstance(res, (list, tuple)) else [res]
+        prog = compile(g, payload, device=device)
+        res = prog(*xs)
+        outs = list(res) if isinstance(res, (list, tuple)) else [res]
+        outs = [prog.K.to_host(v) for v in outs]
     except TorchLeanError as e:
         return _fail(e)
-    print(f"ran {path} on {device}: {len(g.nodes)} nodes")
+    print(f"ran {path} on {device}: {len(g.nodes)} nodes, {len(prog.steps)} compiled steps")
     for o, v in zip(g.outputs, outs):
-        v = v.numpy() if hasattr(v, "numpy") else v
         print(f"  output %{o}: {_describe(v)}")
     return 0
+
+
+def _load_model(path):
+    p = str(path)
+    if p.lower().endswith(".onnx"):
+        return from_onnx(p)
+    return load(p)
+
+
+def check_model(path, device: str = "cpu", seed: int = 0) -> int:
+    """Check a model file's compiled program against its meaning, node by node.
+
+    ``path`` is an IR JSON file or an ONNX model (by its ``.onnx`` suffix). The
+    inputs are random normal arrays of the input nodes' shapes from a fixed
+    ``seed`` (if the meaning is undefined on them — a ``log`` of a negative
+    entry — positive uniform inputs are used instead). Prints the equivalence
+    table and the first node where ``device`` diverges from the meaning.
+    Returns 0 when every node is inside the float32 contract, 1 on a divergence
+    or an invalid file, 2 when the device is unavailable.
+    """
+    try:
+        g, payload = _load_model(path)
+        check(g, payload)
+        shapes = [g.nodes[i].out_shape for i in g.inputs]
+        rng = np.random.default_rng(seed)
+        xs = [rng.standard_normal(s) for s in shapes]
+        note = "random normal inputs"
+        try:
+            evaluate(g, payload, *xs)
+        except DomainError:
+            xs = [rng.uniform(0.1, 1.0, size=s) for s in shapes]
+            note = "random uniform(0.1, 1) inputs (the meaning is undefined on normal ones)"
+        report = check_equivalence(g, payload, *xs, device=device)
+    except TorchLeanError as e:
+        return _fail(e)
+    print(f"check {path} on {device}: {_summary(g, payload)}")
+    print(f"inputs: {note}, seed {seed}")
+    print(report)
+    if report.passed:
+        return 0
+    i, kind = report.first_divergence
+    print(f"{device} diverges from the meaning first at node {i} ({kind}):", file=sys.stderr)
+    print(f"  {format_node(g.nodes[i])}", file=sys.stderr)
+    return 1
 
 
 def ir_convert(onnx_path, out_json) -> int:
