@@ -134,9 +134,16 @@ def _ce_fwd(K, logits, *, target, weight=None, ignore_index=-100, reduction="mea
             smooth = smooth.reshape(T.shape)
         else:
             smooth = K.sum(smooth, None, False)
-        c = eps / T.C / (T.total if reduction == "mean" else 1.0)
+        c = _smooth_coef(eps, T, reduction)
         y = K.add(K.scale(y, 1.0 - eps), K.scale(smooth, c))
     return y, (lp, T, ignore_index, reduction, eps, logits.shape)
+
+
+def _smooth_coef(eps, T, reduction):
+    # A mean over zero non-ignored rows is 0/0: nan, as PyTorch returns.
+    if reduction != "mean":
+        return eps / T.C
+    return eps / T.C / T.total if T.total else float("nan")
 
 
 def _ce_bwd(K, s, g, n):
@@ -144,7 +151,7 @@ def _ce_bwd(K, s, g, n):
     g = g.reshape(T.M) if reduction == "none" else g
     dlp = K.nll_loss_bwd(lp, T.t, T.w, ignore_index, reduction, g)
     if eps > 0:
-        c = eps / T.C / (T.total if reduction == "mean" else 1.0)
+        c = _smooth_coef(eps, T, reduction)
         row = K.scale(K.mul(T.valid, g), -c).reshape(-1, 1)   # d loss / d smooth_i, per row
         sm = row if T.w is None else K.mul(row, T.w)
         dlp = K.add(K.scale(dlp, 1.0 - eps), sm)
