@@ -20,3 +20,5 @@ F = functional
 __all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
            "ModuleDict", "IncompatibleKeys", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
            "Softplus", "Softmax", "LogSoftmax", "Flatten", "Dropout", "Embedding", "Identity"]
+
+from .layers import *  # noqa: E402,F401,F403 - Conv*, pools, LayerNorm, BatchNorm*, MultiheadAttention, ...

@@ -231,3 +231,6 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
         return out
     frozen = _apply("embedding", (weight.detach(),), {"indices": idx})
     return where(Tensor(keep[..., None]), out, frozen)
+
+
+from .functional_layers import *  # noqa: E402,F401,F403 - conv, pooling, normalization, attention, ...
