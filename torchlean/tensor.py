@@ -342,6 +342,8 @@ class Tensor:
         return _binary("sub", o, self)
 
     def __mul__(self, o):
+        if type(o) is Tensor:
+            return _binary("mul", self, o)
         if isinstance(o, Number) and not isinstance(o, bool) and self.dtype.kind == "f":
             return _apply("scale", (self,), {"c": float(o)})
         return _binary("mul", self, o)
@@ -582,7 +584,8 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
     The eager hot path: one pass finds the tape to record on (merging tapes when the
     inputs' computations meet), a second gives each input its node id.
     """
-    y, bwd = run_op(name, [t._value for t in ts], attrs)
+    needs = tuple([t.requires_grad for t in ts])
+    y, bwd = run_op(name, [t._value for t in ts], attrs, None, needs)
     out = Tensor.__new__(Tensor)
     out._value = y
     out._tape = None
@@ -594,11 +597,11 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
         tracer(name, ts, attrs, out)
     if not _state.grad_enabled:
         return out
+    if True not in needs:
+        return out
     target = None
-    rg = False
     for t in ts:
         if t.requires_grad:
-            rg = True
             tape = t._tape
             if tape is None:
                 continue
@@ -612,8 +615,6 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
                 big, small = (target, tape) if len(target.nodes) >= len(tape.nodes) else (tape, target)
                 big.absorb(small)
                 target = big
-    if not rg:
-        return out
     if target is None:
         target = GraphTape()
     nodes = target.nodes
@@ -636,9 +637,8 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
             i = len(nodes)
             nodes.append(Node(None, t._value, False))
         ids.append(i)
-    needs = tuple([t.requires_grad for t in ts])
     out._id = len(nodes)
-    nodes.append(Node(name, y, True, tuple(ids), lambda g: bwd(g, needs)))
+    nodes.append(Node(name, y, True, tuple(ids), bwd))
     out._tape = target
     out.requires_grad = True
     return out

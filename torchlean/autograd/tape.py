@@ -73,10 +73,11 @@ def _dispatch(name):
     d = _DISPATCH[name] = (spec, rule, spec.arity, spec.shape)
     return d
 
-def run_op(name, vals, attrs, fast=None):
+def run_op(name, vals, attrs, fast=None, needs=None):
     """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
 
-    ``backward(g, needs)`` returns one cotangent per input. In reference mode
+    ``backward(g, needs)`` returns one cotangent per input; when ``needs`` is given
+    here, ``backward(g)`` closes over it instead (one closure on the hot path). In reference mode
     (``fast_kernels=False``, CPU only) the spec's forward and VJP run instead of
     the device rule. This is the eager hot path: keep it lean.
     """
@@ -103,7 +104,9 @@ def run_op(name, vals, attrs, fast=None):
                 raise
             raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
     else:
-        key = (name, *[v.shape for v in vals])
+        n = len(vals)
+        key = (name, vals[0].shape) if n == 1 else (name, vals[0].shape, vals[1].shape) if n == 2 \
+            else (name, *[v.shape for v in vals])
         out_shape = _SHAPE_CACHE.get(key)
         if out_shape is None:
             out_shape = tuple(shape_rule(*key[1:]))
@@ -117,17 +120,17 @@ def run_op(name, vals, attrs, fast=None):
         if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f" and name != "cast":
             y = y.astype(vals[0].dtype)
 
-        def backward(g, needs, _v=vals, _a=attrs):
+        def backward(g, needs=needs, _v=vals, _a=attrs):
             grads = spec.vjp(g, *_v, **_a)
             return tuple(None if (gr is None or not nd) else np.asarray(gr).astype(g.dtype, copy=False)
                          for gr, nd in zip(grads, needs))
     else:
-        K = _K_CPU[0] if dev == "cpu" and _K_CPU else get_kernels(dev)
+        K = _K_CPU[0] if dev == "cpu" else get_kernels(dev)
         y, saved = rule.forward(K, *vals, **attrs)
         if type(y) is not _ndarray and isinstance(y, np.generic):
             y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
 
-        def backward(g, needs, _r=rule, _K=K, _s=saved):
+        def backward(g, needs=needs, _r=rule, _K=K, _s=saved):
             return _r.backward(_K, _s, g, needs)
     if y.shape != out_shape and tuple(y.shape) != tuple(out_shape):
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
