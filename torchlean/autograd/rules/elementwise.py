@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .registry import defrule
 
 
@@ -49,7 +51,8 @@ _minmax("minimum", False)
 
 
 def _where_fwd(K, a, b, *, cond):
-    c = K.from_host(cond, bool) if K.device != "cpu" and not hasattr(cond, "device") else cond
+    # The condition arrives as a host array; on another device it is uploaded once, here.
+    c = K.from_host(cond, bool) if K.device != "cpu" and isinstance(cond, np.ndarray) else cond
     return K.where(c, a, b), (c, a.shape, b.shape)
 
 

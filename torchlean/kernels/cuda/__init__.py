@@ -1,0 +1,64 @@
+"""The CUDA device of the kernel surface: CuPy arrays, cuBLAS, and our NVRTC-compiled kernels.
+
+:func:`load_modules` is what ``get_kernels("cuda")`` calls; it is the only place that imports
+CuPy, so ``import torchlean`` never needs a GPU. Without CuPy, or with CuPy but no visible GPU,
+it raises :class:`~torchlean.errors.BackendUnavailableError` with the install command.
+
+Matrix products are strict float32: CuPy would use TF32 tensor cores for float32 only if its
+``CUPY_TF32`` environment variable is set, and loading this device resets CuPy's float32
+compute type to the default (plain SGEMM), so that variable has no effect here. Call
+:func:`torchlean.cuda.set_tf32` to opt in. (NVIDIA's own ``NVIDIA_TF32_OVERRIDE=1`` forces
+TF32 below every library and cannot be undone from inside the process.)
+"""
+
+from __future__ import annotations
+
+from ...errors import BackendUnavailableError
+
+INSTALL = 'pip install "torchlean[cuda]"  (or: pip install cupy-cuda13x)'
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a CuPy build that does not match the driver
+        raise BackendUnavailableError(
+            f"device 'cuda' needs CuPy, which could not be imported ({type(e).__name__}: {e}). "
+            f"Install it with: {INSTALL}") from None
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        raise BackendUnavailableError(
+            f"device 'cuda': CuPy sees no usable GPU ({type(e).__name__}: {e}). "
+            f"Check the NVIDIA driver; the CuPy package must match the CUDA version ({INSTALL}).") from None
+    if n < 1:
+        raise BackendUnavailableError(f"device 'cuda': CuPy found no GPU. {INSTALL}")
+    return cupy
+
+
+def set_tf32(enabled: bool) -> None:
+    """Allow (True) or forbid (False, the default) TF32 tensor cores in float32 matmul / bmm / linear."""
+    import numpy as np
+    from cupy._core import _routines_linalg as linalg
+    linalg.set_compute_type(np.dtype(np.float32),
+                            linalg.COMPUTE_TYPE_TF32 if enabled else linalg.COMPUTE_TYPE_DEFAULT)
+
+
+def tf32_enabled() -> bool:
+    """True when float32 matrix products may use TF32 tensor cores."""
+    import numpy as np
+    from cupy._core import _routines_linalg as linalg
+    return linalg.get_compute_type(np.dtype(np.float32)) == linalg.COMPUTE_TYPE_TF32
+
+
+def load_modules() -> list:
+    """Import CuPy (BackendUnavailableError when absent or without a GPU) and return the kernel modules."""
+    _import_cupy()
+    set_tf32(False)
+    from . import core, layers, memory, ported
+    memory.install()
+    # Later modules win: our native kernels over the host layer modules run on CuPy.
+    return [ported.load(skip=set(dir(core)) | set(dir(layers))), layers, core]
+
+
+__all__ = ["load_modules", "set_tf32", "tf32_enabled", "INSTALL"]

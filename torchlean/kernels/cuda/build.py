@@ -1,0 +1,115 @@
+"""Compilation and launch of the native kernels in ``src/*.cu`` (NVRTC through CuPy).
+
+Each source is compiled once per process, on the first launch of any of its kernels, with
+every template instantiation it exports (``NAMES``) in one NVRTC call; CuPy also keeps the
+compiled module on disk, keyed by the full source text. ``common.cuh`` is prepended to every
+source rather than ``#include``-d, so that an edit to it changes that key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+from ...errors import DTypeError
+
+SRC = Path(__file__).parent / "src"
+OPTIONS = ("-std=c++17",)
+
+FLOATS = ("float", "double")
+ELEMS = ("unsigned char", "unsigned short", "unsigned int", "unsigned long long")
+N_UNARY = 9
+N_BWD = 12
+REG_WARP = (1, 2, 4, 8)         # elements per lane of the register-resident softmax rows (a warp a row)
+REG_BLOCK = (2, 4, 8, 16, 32)   # elements per thread when a block of 64..1024 threads holds a row
+# Largest N per thread that fits the 64 registers that __launch_bounds__(1024) allows without
+# (more than a few bytes of) spilling, from ptxas's report on sm_90.
+REG_BLOCK_MAX = {("softmax_reg", "float"): 32, ("softmax_reg", "double"): 16,
+                 ("softmax_bwd_reg", "float"): 16, ("softmax_bwd_reg", "double"): 8}
+
+NAMES: dict[str, list[str]] = {
+    "elementwise": (
+        [f"unary_kernel<{t}, {op}>" for t in FLOATS for op in range(N_UNARY)]
+        + [f"bwd_kernel<{t}, {op}>" for t in FLOATS for op in range(N_BWD)]
+        + [f"minmax_bwd_kernel<{t}>" for t in FLOATS]
+    ),
+    "reduce": (
+        [f"reduce_rows<{t}, {op}, {b}>" for t in FLOATS for op in (0, 1) for b in ("false", "true")]
+        + [f"reduce_cols<{t}, {op}>" for t in FLOATS for op in (0, 1)]
+        + [f"max_bwd_kernel<{t}>" for t in FLOATS]
+    ),
+    "layout": [f"{k}<{e}>" for k in ("transpose_tiled", "swap_middle", "broadcast_nd", "vec_to_rows",
+                                       "vec_to_cols", "concat2", "copy_range") for e in ELEMS],
+    "index": ([f"{k}<{e}>" for k in ("gather_vec_kernel", "gather_rows_kernel") for e in ELEMS]
+              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "add_row_kernel") for t in FLOATS]),
+    "softmax": (
+        [f"softmax_fwd<{t}, {m}, {b}>" for t in FLOATS for m in (0, 1) for b in ("false", "true")]
+        + [f"masked_softmax_fwd<{t}, {b}>" for t in FLOATS for b in ("false", "true")]
+        + [f"softmax_bwd<{t}, {m}, {b}>" for t in FLOATS for m in (0, 1) for b in ("false", "true")]
+        + [f"{k}<{t}, {m}, {n}, false>" for k in ("softmax_reg", "softmax_bwd_reg") for t in FLOATS
+           for m in (0, 1) for n in REG_WARP]
+        + [f"{k}<{t}, {m}, {n}, true>" for k in ("softmax_reg", "softmax_bwd_reg") for t in FLOATS
+           for m in (0, 1) for n in REG_BLOCK if n <= REG_BLOCK_MAX[(k, t)]]
+    ),
+    "rng": ["uniform_f32", "uniform_f64"] + [f"{k}<{t}>" for k in ("randn_kernel", "bernoulli_kernel")
+                                             for t in FLOATS],
+    "nn": ([f"{k}<{t}, {v}>" for k in ("scan_fwd", "scan_bwd", "layer_norm_fwd_k", "layer_norm_bwd_k")
+            for t in FLOATS for v in ("false", "true")]
+           + [f"layer_norm_fwd_reg<{t}, {n}>" for t in FLOATS for n in (1, 2, 4, 8)]),
+    "optim": [f"{k}<{t}>" for k in ("sgd_kernel", "adam_kernel", "adagrad_kernel", "rmsprop_kernel",
+                                     "adadelta_kernel") for t in FLOATS],
+}
+
+_MODULES: dict[str, cupy.RawModule] = {}
+_FUNCS: dict[tuple[str, str], object] = {}
+
+
+def source(module: str) -> str:
+    """The full text NVRTC compiles for ``module``: the shared prelude, then ``src/<module>.cu``."""
+    return (SRC / "common.cuh").read_text() + "\n" + (SRC / f"{module}.cu").read_text()
+
+
+def function(module: str, name: str):
+    """The compiled kernel ``name`` (a name expression of ``NAMES[module]``), cached per process."""
+    f = _FUNCS.get((module, name))
+    if f is None:
+        mod = _MODULES.get(module)
+        if mod is None:
+            mod = cupy.RawModule(code=source(module), options=OPTIONS, name_expressions=NAMES[module])
+            _MODULES[module] = mod
+        f = mod.get_function(name)
+        _FUNCS[(module, name)] = f
+    return f
+
+
+_FLOAT_NAME = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_ELEM_NAME = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+
+
+def ftype(dtype, op: str) -> str:
+    """C type of a float32 / float64 dtype; DTypeError naming ``op`` for any other."""
+    t = _FLOAT_NAME.get(np.dtype(dtype))
+    if t is None:
+        raise DTypeError(f"{op}: CUDA kernel needs float32 or float64, got {np.dtype(dtype)}")
+    return t
+
+
+def etype(dtype) -> str:
+    """Unsigned integer C type of the dtype's item size (for kernels that only move data)."""
+    return _ELEM_NAME[np.dtype(dtype).itemsize]
+
+
+def blocks(n: int, per_block: int) -> int:
+    """Blocks to cover ``n`` items at ``per_block`` per block (rounded up: sizes need not divide)."""
+    return (n + per_block - 1) // per_block
+
+
+def launch(module: str, name: str, n_blocks, threads, args) -> None:
+    """Launch unless there is nothing to do (empty inputs never reach the GPU)."""
+    grid = n_blocks if isinstance(n_blocks, tuple) else (n_blocks,)
+    if grid[0] <= 0:
+        return
+    block = threads if isinstance(threads, tuple) else (threads,)
+    function(module, name)(grid, block, args)

@@ -1,0 +1,920 @@
+"""CuPy implementation of the kernel surface (float32 and float64 on one GPU).
+
+Same names and semantics as :mod:`torchlean.kernels.host` (the reference). Where one pass can
+replace several, the kernel is ours (``src/*.cu``, compiled by NVRTC on first use): fused
+activations and their backward, reductions, softmax rows, the seeds' layout and index kernels,
+the counter-based generator and the optimizer steps. cuBLAS (through CuPy, strict float32:
+see :mod:`torchlean.kernels.cuda`) does matmul, bmm and linear; plain arithmetic with NumPy
+broadcasting uses CuPy's ufuncs. Index arguments are validated on the host with
+:func:`torchlean.kernels.api.check_indices` before anything is launched.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import cupy
+import numpy as np
+
+from ...errors import ShapeError
+from ..api import check_indices
+from . import build
+from .build import blocks, etype, ftype, launch
+
+xp = cupy
+SAFE_LOG_EPS = 1e-6
+
+_THREADS = 256
+_EW_PER_BLOCK = _THREADS * 4  # elementwise and RNG kernels handle 4 elements per thread
+
+
+def _sm_count() -> int:
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+_FILL_THREADS = None
+
+
+def _fill_threads() -> int:
+    """Threads that fill the GPU once (2048 per multiprocessor); reductions split to reach it.
+
+    One wave measured best on an H100 (column sums of 8192 x 8192: 73% of copy bandwidth with
+    one wave, 64% with four)."""
+    global _FILL_THREADS
+    if _FILL_THREADS is None:
+        _FILL_THREADS = _sm_count() * 2048
+    return _FILL_THREADS
+
+
+def _contig(x):
+    return x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
+
+
+def _dev(x):
+    """A device array: NumPy arrays (and scalars) are uploaded, CuPy arrays pass through."""
+    return x if isinstance(x, cupy.ndarray) else cupy.asarray(x)
+
+
+def _aligned(*arrays):
+    """Broadcast to one shape and dtype (NumPy's rules), each C-contiguous: raw kernels index flat."""
+    arrays = [_dev(a) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    dtype = np.result_type(*(a.dtype for a in arrays))
+    out = []
+    for a in arrays:
+        if a.dtype != dtype:
+            a = a.astype(dtype)
+        if a.shape != shape:
+            a = cupy.broadcast_to(a, shape)
+        out.append(_contig(a))
+    return shape, dtype, out
+
+
+# ---- the seeds' kernels ---------------------------------------------------------------------
+
+
+def _split(n_out_threads: int, n: int, min_seg: int) -> tuple[int, int]:
+    """(chunks, seg) so that n_out_threads * chunks fills the GPU, each segment >= min_seg long."""
+    chunks = 1
+    if n_out_threads < _fill_threads() and n > min_seg:
+        chunks = builtins.min(-(-_fill_threads() // builtins.max(n_out_threads, 1)), -(-n // min_seg))
+    seg = -(-n // chunks) if n else 0
+    chunks = -(-n // seg) if seg else 1
+    return chunks, seg
+
+
+def _reduce_mid(x, outer: int, n: int, inner: int, op: int, name: str, scale: float = 1.0):
+    """Reduce a contiguous float array viewed as (outer, n, inner) over n: returns (outer, inner) flat.
+
+    op 0 sums (double accumulators) and multiplies by ``scale`` in the last pass; op 1 takes the
+    NaN-propagating max.
+    """
+    t = ftype(x.dtype, name)
+    if outer * inner == 0:
+        return cupy.empty(outer * inner, dtype=x.dtype)
+    if n == 0:
+        if op == 1:
+            raise ShapeError(f"{name}: max over an empty axis of {x.shape}")
+        return cupy.zeros(outer * inner, dtype=x.dtype)
+    if inner == 1:
+        block_mode = n >= 1024
+        # A row shorter than a warp gets the next power of two of lanes, so a warp still loads
+        # 32 adjacent elements at a time.
+        gw = 32 if n >= 32 else 1 << (n - 1).bit_length()
+        gsize = _THREADS if block_mode else gw
+        chunks, seg = _split(outer * gsize, n, gsize * 8)
+        groups = outer * chunks
+        part = cupy.empty(groups, dtype=x.dtype)
+        b = "true" if block_mode else "false"
+        nb = groups if block_mode else blocks(groups, _THREADS // gw)
+        launch("reduce", f"reduce_rows<{t}, {op}, {b}>", nb, _THREADS,
+               (x, part, np.int64(groups), np.int64(n), np.int64(chunks), np.int64(seg), np.int32(gw),
+                np.float64(scale if chunks == 1 else 1.0)))
+        if chunks == 1:
+            return part
+        return _reduce_mid(part, outer, chunks, 1, op, name, scale)
+    chunks, seg = _split(outer * inner, n, 64)
+    total = outer * chunks * inner
+    part = cupy.empty(total, dtype=x.dtype)
+    launch("reduce", f"reduce_cols<{t}, {op}>", blocks(total, _THREADS), _THREADS,
+           (x, part, np.int64(outer), np.int64(n), np.int64(inner), np.int64(chunks), np.int64(seg),
+            np.float64(scale if chunks == 1 else 1.0)))
+    if chunks == 1:
+        return part
+    return _reduce_mid(part, outer, chunks, inner, op, name, scale)
+
+
+def _norm_axes(axes, ndim):
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (int, np.integer)):
+        axes = (axes,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < builtins.max(ndim, 1):
+            raise ShapeError(f"reduction: axis {a} out of range for {ndim}-d input")
+        out.append(a % ndim if ndim else 0)
+    return tuple(sorted(set(out)))
+
+
+def _reduce(x, axes, keepdim, op, name, scale=1.0):
+    """Reduce over ``axes`` by runs of adjacent axes, last run first (each run is one (outer, n, inner)).
+
+    Sums are multiplied by ``scale`` in the very last pass.
+    """
+    x = _dev(x)
+    if x.dtype.kind not in "f":
+        # Integer and bool data take CuPy's reduction (NumPy's dtype rules for them).
+        f = cupy.sum if op == 0 else cupy.max
+        return cupy.asarray(f(x, axis=None if axes is None else axes, keepdims=keepdim))
+    shape = tuple(x.shape)
+    ax = _norm_axes(axes, len(shape))
+    keep_shape = tuple(1 if i in ax else d for i, d in enumerate(shape))
+    if not ax:
+        return x * _c(x, scale) if scale != 1.0 else x.copy()
+    runs = []
+    for a in ax:
+        if runs and runs[-1][1] == a - 1:
+            runs[-1][1] = a
+        else:
+            runs.append([a, a])
+    cur = list(shape)
+    y = _contig(x)
+    for r, (lo, hi) in enumerate(reversed(runs)):
+        outer = math.prod(cur[:lo])
+        n = math.prod(cur[lo:hi + 1])
+        inner = math.prod(cur[hi + 1:])
+        y = _reduce_mid(y, outer, n, inner, op, name, scale if r == len(runs) - 1 else 1.0)
+        cur[lo:hi + 1] = [1]
+    out_shape = keep_shape if keepdim else tuple(d for i, d in enumerate(shape) if i not in ax)
+    return y.reshape(out_shape)
+
+
+def reduce_sum_axis0(x):
+    return _reduce(x, (0,), False, 0, "reduce_sum_axis0")
+
+
+def reduce_sum_axis1(x):
+    return _reduce(x, (1,), False, 0, "reduce_sum_axis1")
+
+
+def reduce_max_axis0(x):
+    return _reduce(x, (0,), False, 1, "reduce_max_axis0")
+
+
+def reduce_max_axis1(x):
+    return _reduce(x, (1,), False, 1, "reduce_max_axis1")
+
+
+def reduce_sum_axis(x, axis):
+    return _reduce(x, (axis,), False, 0, "reduce_sum_axis")
+
+
+def concat1d(a, b):
+    a, b = _contig(_dev(a)), _contig(_dev(b))
+    dtype = np.result_type(a.dtype, b.dtype)
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+    out = cupy.empty(a.size + b.size, dtype=dtype)
+    launch("layout", f"concat2<{etype(dtype)}>", blocks(out.size, _THREADS), _THREADS,
+           (a, np.int64(a.size), b, np.int64(b.size), out))
+    return out
+
+
+def slice1d(x, start, length):
+    x = _contig(_dev(x))
+    # Python slicing clips to the array, and so does the host kernel.
+    start = builtins.min(builtins.max(int(start), 0), x.shape[0])
+    length = builtins.max(builtins.min(int(length), x.shape[0] - start), 0)
+    out = cupy.empty((length,) + x.shape[1:], dtype=x.dtype)
+    n = out.size
+    inner = math.prod(x.shape[1:])
+    launch("layout", f"copy_range<{etype(x.dtype)}>", blocks(n, _THREADS), _THREADS,
+           (x, np.int64(start * inner), out, np.int64(n)))
+    return out
+
+
+def broadcast_vec_to_rows(v, rows):
+    v = _contig(_dev(v))
+    cols = v.shape[0]
+    out = cupy.empty((int(rows), cols), dtype=v.dtype)
+    launch("layout", f"vec_to_rows<{etype(v.dtype)}>", blocks(out.size, _THREADS), _THREADS,
+           (v, out, np.int64(out.size), np.int64(cols)))
+    return out
+
+
+def broadcast_vec_to_cols(v, cols):
+    v = _contig(_dev(v))
+    out = cupy.empty((v.shape[0], int(cols)), dtype=v.dtype)
+    launch("layout", f"vec_to_cols<{etype(v.dtype)}>", blocks(out.size, _THREADS), _THREADS,
+           (v, out, np.int64(out.size), np.int64(cols)))
+    return out
+
+
+_META: dict[tuple, object] = {}
+
+
+def _broadcast_meta(in_dims, out_dims, axis_map):
+    """Device array [out_dims..., input stride per output axis...], uploaded once per plan."""
+    key = (in_dims, out_dims, axis_map)
+    m = _META.get(key)
+    if m is None:
+        in_strides = [0] * len(in_dims)
+        s = 1
+        for k in range(len(in_dims) - 1, -1, -1):
+            in_strides[k] = s
+            s *= in_dims[k]
+        strides = [0 if a == 0 or (in_dims[a - 1] == 1 and d != 1) else in_strides[a - 1]
+                   for a, d in zip(axis_map, out_dims)]
+        if len(_META) > 4096:
+            _META.clear()
+        m = _META[key] = cupy.asarray(np.array(list(out_dims) + strides, dtype=np.int64))
+    return m
+
+
+def broadcast_to(x, in_dims, out_dims, axis_map):
+    in_dims, out_dims, axis_map = tuple(map(int, in_dims)), tuple(map(int, out_dims)), tuple(map(int, axis_map))
+    x = _contig(_dev(x))
+    out = cupy.empty(out_dims, dtype=x.dtype)
+    if out.size == 0:
+        return out
+    meta = _broadcast_meta(in_dims, out_dims, axis_map)
+    launch("layout", f"broadcast_nd<{etype(x.dtype)}>", blocks(out.size, _THREADS), _THREADS,
+           (x, out, np.int64(out.size), np.int32(len(out_dims)), meta))
+    return out
+
+
+def reduce_from_broadcast_to(g, in_dims, out_dims, axis_map):
+    in_dims, out_dims = tuple(map(int, in_dims)), tuple(map(int, out_dims))
+    view = tuple(1 if a == 0 else in_dims[a - 1] for a in axis_map)
+    axes = tuple(j for j, (v, o) in enumerate(zip(view, out_dims)) if v == 1 and o != 1)
+    g = _dev(g).reshape(out_dims)
+    if not axes:
+        return _contig(g).copy().reshape(in_dims)
+    return _reduce(g, axes, True, 0, "reduce_from_broadcast_to").reshape(in_dims)
+
+
+def _swap(x, A, B, C, D):
+    """x viewed as (A, B, C, D) -> contiguous (A, C, B, D)."""
+    out = cupy.empty(x.size, dtype=x.dtype)
+    if out.size == 0:
+        return out
+    e = etype(x.dtype)
+    if D == 1:
+        tr, tc = blocks(B, 32), blocks(C, 32)
+        launch("layout", f"transpose_tiled<{e}>", A * tr * tc, (32, 8),
+               (x, out, np.int64(B), np.int64(C), np.int64(tr), np.int64(tc)))
+    else:
+        launch("layout", f"swap_middle<{e}>", blocks(out.size, _THREADS), _THREADS,
+               (x, out, np.int64(A), np.int64(B), np.int64(C), np.int64(D)))
+    return out
+
+
+def swap_adjacent_at_depth(x, dims, depth):
+    dims = tuple(map(int, dims))
+    x = _contig(_dev(x))
+    if depth < 0 or depth + 1 >= len(dims):
+        return x.copy()
+    A, B, C, D = math.prod(dims[:depth]), dims[depth], dims[depth + 1], math.prod(dims[depth + 2:])
+    out_dims = dims[:depth] + (C, B) + dims[depth + 2:]
+    return _swap(x, A, B, C, D).reshape(out_dims)
+
+
+def transpose2d(x):
+    x = _contig(_dev(x))
+    r, c = x.shape
+    return _swap(x, 1, r, c, 1).reshape(c, r)
+
+
+def bmm(a, b):
+    return cupy.matmul(a, b)
+
+
+def _upload_indices(indices, op):
+    """Validate on the host (IndexRangeError before any launch), then upload as int64."""
+    idx = check_indices(indices, op)
+    return cupy.asarray(np.ascontiguousarray(idx, dtype=np.int64))
+
+
+def gather_vec(v, indices):
+    v = _contig(_dev(v))
+    idx = _upload_indices(indices, "gather_vec")
+    out = cupy.empty(idx.shape[0], dtype=v.dtype)
+    launch("index", f"gather_vec_kernel<{etype(v.dtype)}>", blocks(out.size, _THREADS), _THREADS,
+           (v, np.int64(v.shape[0]), idx, np.int64(idx.shape[0]), out))
+    return out
+
+
+def gather_rows(mat, indices):
+    mat = _contig(_dev(mat))
+    idx = _upload_indices(indices, "gather_rows")
+    cols = math.prod(mat.shape[1:])
+    out = cupy.empty((idx.shape[0],) + mat.shape[1:], dtype=mat.dtype)
+    launch("index", f"gather_rows_kernel<{etype(mat.dtype)}>", blocks(out.size, _THREADS),
+           _THREADS, (mat, np.int64(mat.shape[0]), np.int64(cols), idx, np.int64(idx.shape[0]), out))
+    return out
+
+
+def _scatter_rows(mat, values, idx, name):
+    out = _contig(mat).copy()
+    cols = math.prod(mat.shape[1:])
+    values = _contig(_dev(values).astype(mat.dtype, copy=False))
+    k = idx.shape[0]
+    launch("index", f"scatter_add_rows_kernel<{ftype(mat.dtype, name)}>", blocks(k * cols, _THREADS), _THREADS,
+           (out, np.int64(mat.shape[0]), np.int64(cols), values, idx, np.int64(k)))
+    return out
+
+
+def scatter_add(x, values, indices):
+    idx = _upload_indices(indices, "scatter_add")
+    return _scatter_rows(_dev(x), values, idx, "scatter_add")
+
+
+def scatter_add_row(mat, row, i):
+    check_indices([i], "scatter_add_row")
+    mat = _dev(mat)
+    out = _contig(mat).copy()
+    i = int(i)
+    if i < mat.shape[0]:
+        cols = math.prod(mat.shape[1:])
+        row = _contig(_dev(row).astype(mat.dtype, copy=False))
+        launch("index", f"add_row_kernel<{ftype(mat.dtype, 'scatter_add_row')}>", blocks(cols, _THREADS),
+               _THREADS, (out, np.int64(cols), row, np.int64(i)))
+    return out
+
+
+def scatter_add_rows(mat, values, indices):
+    idx = _upload_indices(indices, "scatter_add_rows")
+    return _scatter_rows(_dev(mat), values, idx, "scatter_add_rows")
+
+
+# ---- memory and transfer --------------------------------------------------------------------
+
+
+def zeros(shape, dtype):
+    return cupy.zeros(shape, dtype=dtype)
+
+
+def full(shape, value, dtype):
+    return cupy.full(shape, value, dtype=dtype)
+
+
+def empty(shape, dtype):
+    return cupy.empty(shape, dtype=dtype)
+
+
+def copy(x):
+    return _dev(x).copy(order="C")
+
+
+def from_host(a, dtype):
+    if isinstance(a, cupy.ndarray):
+        return _contig(a.astype(dtype, copy=False))
+    # NumPy's float64 -> float32 cast rounds to nearest even; the upload then copies bytes.
+    return cupy.asarray(np.asarray(a, dtype=dtype, order="C"))
+
+
+def to_host(x):
+    if isinstance(x, cupy.ndarray):
+        return cupy.asnumpy(x)
+    return np.array(x, copy=True)
+
+
+def astype(x, dtype):
+    return x.astype(dtype, copy=False)
+
+
+def ascontiguous(x):
+    return _contig(x)
+
+
+# ---- elementwise ----------------------------------------------------------------------------
+
+add, sub, mul, div = cupy.add, cupy.subtract, cupy.multiply, cupy.divide
+maximum, minimum, neg, abs, sqrt = cupy.maximum, cupy.minimum, cupy.negative, cupy.abs, cupy.sqrt
+exp, log, sin, cos, tanh, sign = cupy.exp, cupy.log, cupy.sin, cupy.cos, cupy.tanh, cupy.sign
+
+
+def where(cond, a, b):
+    # Python scalars stay scalars: NumPy-2 promotion treats them as weak, 0-d arrays not.
+    def arr(v):
+        return _dev(v) if isinstance(v, (np.ndarray, np.generic)) else v
+    return cupy.where(arr(cond), arr(a), arr(b))
+
+
+def _c(x, c):
+    """A Python scalar as x's dtype, so float32 never promotes to float64."""
+    return x.dtype.type(c)
+
+
+def scale(x, c):
+    return x * _c(x, c)
+
+
+def add_scalar(x, c):
+    return x + _c(x, c)
+
+
+def inv(x):
+    return cupy.reciprocal(x)
+
+
+def _unary(x, op, name, p0=0.0, p1=0.0):
+    x = _contig(_dev(x))
+    t = ftype(x.dtype, name)
+    y = cupy.empty(x.shape, dtype=x.dtype)
+    launch("elementwise", f"unary_kernel<{t}, {op}>", blocks(x.size, _EW_PER_BLOCK), _THREADS,
+           (x, y, np.int64(x.size), x.dtype.type(p0), x.dtype.type(p1)))
+    return y
+
+
+# Operation codes of src/elementwise.cu.
+_U_RELU, _U_SIGMOID, _U_SOFTPLUS, _U_SILU, _U_GELU_ERF, _U_GELU_TANH, _U_SAFE_LOG, _U_CLAMP, _U_POW = range(9)
+(_B_RELU, _B_ABS, _B_SQRT, _B_SIGMOID, _B_TANH, _B_SOFTPLUS, _B_SILU, _B_GELU_ERF, _B_GELU_TANH,
+ _B_SAFE_LOG, _B_CLAMP, _B_POW) = range(12)
+
+
+def pow_scalar(x, p):
+    if p == 2:
+        return x * x
+    return _unary(x, _U_POW, "pow_scalar", p)
+
+
+def relu(x):
+    return _unary(x, _U_RELU, "relu")
+
+
+def sigmoid(x):
+    return _unary(x, _U_SIGMOID, "sigmoid")
+
+
+def softplus(x):
+    return _unary(x, _U_SOFTPLUS, "softplus")
+
+
+def silu(x):
+    return _unary(x, _U_SILU, "silu")
+
+
+def gelu(x, approximate="none"):
+    return _unary(x, _U_GELU_TANH if approximate == "tanh" else _U_GELU_ERF, "gelu")
+
+
+def safe_log(x):
+    return _unary(x, _U_SAFE_LOG, "safe_log")
+
+
+def clamp(x, lo, hi):
+    return _unary(x, _U_CLAMP, "clamp", -math.inf if lo is None else lo, math.inf if hi is None else hi)
+
+
+_CMP = {"lt": cupy.less, "le": cupy.less_equal, "gt": cupy.greater, "ge": cupy.greater_equal,
+        "eq": cupy.equal, "ne": cupy.not_equal}
+
+
+def compare(a, b, op):
+    return _CMP[op](a, b)
+
+
+# ---- fused backward of elementwise ops ------------------------------------------------------
+
+
+def _bwd(a, g, op, name, p0=0.0, p1=0.0, flags=0):
+    shape, dtype, (a, g) = _aligned(a, g)
+    t = ftype(dtype, name)
+    out = cupy.empty(shape, dtype=dtype)
+    launch("elementwise", f"bwd_kernel<{t}, {op}>", blocks(out.size, _EW_PER_BLOCK), _THREADS,
+           (a, g, out, np.int64(out.size), dtype.type(p0), dtype.type(p1), np.int32(flags)))
+    return out
+
+
+def relu_bwd(x, g):
+    return _bwd(x, g, _B_RELU, "relu_bwd")
+
+
+def abs_bwd(x, g):
+    return _bwd(x, g, _B_ABS, "abs_bwd")
+
+
+def sqrt_bwd(y, g):
+    return _bwd(y, g, _B_SQRT, "sqrt_bwd")
+
+
+def sigmoid_bwd(y, g):
+    return _bwd(y, g, _B_SIGMOID, "sigmoid_bwd")
+
+
+def tanh_bwd(y, g):
+    return _bwd(y, g, _B_TANH, "tanh_bwd")
+
+
+def softplus_bwd(x, g):
+    return _bwd(x, g, _B_SOFTPLUS, "softplus_bwd")
+
+
+def silu_bwd(x, g):
+    return _bwd(x, g, _B_SILU, "silu_bwd")
+
+
+def gelu_bwd(x, g, approximate="none"):
+    return _bwd(x, g, _B_GELU_TANH if approximate == "tanh" else _B_GELU_ERF, "gelu_bwd")
+
+
+def safe_log_bwd(x, g):
+    return _bwd(x, g, _B_SAFE_LOG, "safe_log_bwd")
+
+
+def clamp_bwd(x, g, lo, hi):
+    flags = (lo is not None) | ((hi is not None) << 1)
+    return _bwd(x, g, _B_CLAMP, "clamp_bwd", 0.0 if lo is None else lo, 0.0 if hi is None else hi, flags)
+
+
+def minmax_bwd(a, b, g, is_max):
+    shape, dtype, (a, b, g) = _aligned(a, b, g)
+    t = ftype(dtype, "minmax_bwd")
+    ga = cupy.empty(shape, dtype=dtype)
+    gb = cupy.empty(shape, dtype=dtype)
+    launch("elementwise", f"minmax_bwd_kernel<{t}>", blocks(ga.size, _EW_PER_BLOCK), _THREADS,
+           (a, b, g, ga, gb, np.int64(ga.size), np.int32(bool(is_max))))
+    return ga, gb
+
+
+def pow_bwd(x, g, p):
+    if p == 0:
+        shape, dtype, _ = _aligned(x, g)
+        return cupy.zeros(shape, dtype=dtype)
+    return _bwd(x, g, _B_POW, "pow_bwd", p, 0.0, 1 if p == 2 else 0)
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+
+def sum(x, axes=None, keepdim=False):  # noqa: A001 - the surface's name
+    return _reduce(x, axes, keepdim, 0, "sum")
+
+
+def mean(x, axes=None, keepdim=False):
+    x = _dev(x)
+    if x.dtype.kind != "f":
+        return cupy.asarray(cupy.mean(x, axis=axes, keepdims=keepdim))
+    ax = _norm_axes(axes, x.ndim)
+    count = math.prod(x.shape[a] for a in ax)
+    if count == 0:  # 0 / 0: NaN, as NumPy's mean gives
+        return _reduce(x, axes, keepdim, 0, "mean") * _c(x, math.nan)
+    # The division rides on the last reduction pass (in double), not a separate launch.
+    return _reduce(x, axes, keepdim, 0, "mean", 1.0 / count)
+
+
+def amax(x, axis, keepdim=False):
+    return _reduce(x, axis, keepdim, 1, "amax")
+
+
+def max_bwd(x, y_keep, g_keep, axis):
+    x = _contig(_dev(x))
+    ax = _norm_axes(axis, x.ndim)[0] if x.ndim else 0
+    shape = x.shape
+    outer, n, inner = math.prod(shape[:ax]), (shape[ax] if shape else 1), math.prod(shape[ax + 1:])
+    g = _dev(g_keep)
+    keep_shape = shape[:ax] + (1,) + shape[ax + 1:] if shape else ()
+    g = _contig(cupy.broadcast_to(g, keep_shape).astype(x.dtype, copy=False))
+    out = cupy.zeros(shape, dtype=x.dtype)
+    if outer * inner and n:
+        launch("reduce", f"max_bwd_kernel<{ftype(x.dtype, 'max_bwd')}>", blocks(outer * inner, _THREADS),
+               _THREADS, (x, g, out, np.int64(outer), np.int64(n), np.int64(inner)))
+    return out
+
+
+def sum_to_shape(g, shape):
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
+    return _reduce(g, axes, False, 0, "sum_to_shape").reshape(shape)
+
+
+# ---- linear algebra (cuBLAS through CuPy, strict float32) -----------------------------------
+
+
+def matmul(a, b):
+    return cupy.matmul(a, b)
+
+
+def linear(x, w, b=None):
+    x = _dev(x)
+    x2 = x.reshape(-1, x.shape[-1])
+    y = cupy.dot(x2, w.T)  # the transpose is a cuBLAS operand flag, not a copy
+    if b is not None:
+        y += b
+    return y.reshape(x.shape[:-1] + (w.shape[0],))
+
+
+def linear_bwd(x, w, g, need_x=True, need_w=True, need_b=True):
+    g2 = g.reshape(-1, g.shape[-1])
+    dx = cupy.dot(g2, w).reshape(x.shape) if need_x else None
+    dw = cupy.dot(g2.T, x.reshape(-1, x.shape[-1])) if need_w else None
+    db = _reduce(g2, (0,), False, 0, "linear_bwd") if need_b else None
+    return dx, dw, db
+
+
+# ---- softmax family and losses --------------------------------------------------------------
+
+
+def _rows(x):
+    cols = x.shape[-1] if x.ndim else 1
+    rows = x.size // cols if cols else 0
+    return rows, cols
+
+
+def _row_launch(kernel, t, rows, cols, args, extra=""):
+    """One warp per row up to 1024 columns (eight rows per block), else one 512-thread block per row."""
+    if cols <= 1024:
+        launch("softmax", f"{kernel}<{t}{extra}, false>", blocks(rows, _THREADS // 32), _THREADS, args)
+    else:
+        launch("softmax", f"{kernel}<{t}{extra}, true>", rows, 512, args)
+
+
+def _row_block(cols: int, top: int):
+    """(threads, N) for a block that holds a row of ``cols`` in registers, N <= ``top`` per thread;
+    None when the row is too long. Blocks stay small (N near 8) so that many fit on a multiprocessor."""
+    threads = builtins.min(builtins.max(1 << (-(-cols // 8) - 1).bit_length(), 64), 1024)
+    n = 1 << (-(-cols // threads) - 1).bit_length()
+    n = builtins.max(n, build.REG_BLOCK[0])
+    return (threads, n) if n <= top else None
+
+
+def _reg_launch(kernel, t, rows, cols, args, mode) -> bool:
+    """Launch the register-resident row kernel when the row fits; False when it does not.
+
+    Up to 256 columns a warp holds a row (eight rows per block); longer rows get a block of
+    64 to 1024 threads with N elements each.
+    """
+    if cols <= 32 * build.REG_WARP[-1]:
+        n = next(k for k in build.REG_WARP if 32 * k >= cols)
+        launch("softmax", f"{kernel}<{t}, {mode}, {n}, false>", blocks(rows, _THREADS // 32), _THREADS, args)
+        return True
+    tn = _row_block(cols, build.REG_BLOCK_MAX[(kernel, t)])
+    if tn is None:
+        return False
+    threads, n = tn
+    launch("softmax", f"{kernel}<{t}, {mode}, {n}, true>", rows, threads, args)
+    return True
+
+
+def _softmax(x, mode, name):
+    x = _contig(_dev(x))
+    t = ftype(x.dtype, name)
+    y = cupy.empty(x.shape, dtype=x.dtype)
+    rows, cols = _rows(x)
+    if rows and cols:
+        args = (x, y, np.int64(rows), np.int64(cols))
+        if not _reg_launch("softmax_reg", t, rows, cols, args, mode):
+            _row_launch("softmax_fwd", t, rows, cols, args, f", {mode}")
+    return y
+
+
+def softmax(x):
+    return _softmax(x, 0, "softmax")
+
+
+def log_softmax(x):
+    return _softmax(x, 1, "log_softmax")
+
+
+def _softmax_bwd(y, g, mode, name):
+    shape, dtype, (y, g) = _aligned(y, g)
+    t = ftype(dtype, name)
+    out = cupy.empty(shape, dtype=dtype)
+    rows, cols = _rows(out)
+    if rows and cols:
+        args = (y, g, out, np.int64(rows), np.int64(cols))
+        if not _reg_launch("softmax_bwd_reg", t, rows, cols, args, mode):
+            _row_launch("softmax_bwd", t, rows, cols, args, f", {mode}")
+    return out
+
+
+def softmax_bwd(y, g):
+    return _softmax_bwd(y, g, 0, "softmax_bwd")
+
+
+def log_softmax_bwd(y, g):
+    return _softmax_bwd(y, g, 1, "log_softmax_bwd")
+
+
+def masked_softmax(x, mask):
+    x, mask = _dev(x), _dev(mask)
+    shape = np.broadcast_shapes(x.shape, mask.shape)
+    x = _contig(cupy.broadcast_to(x, shape))
+    keep = _contig(cupy.broadcast_to(mask != 0, shape))
+    t = ftype(x.dtype, "masked_softmax")
+    y = cupy.empty(shape, dtype=x.dtype)
+    rows, cols = _rows(y)
+    if rows and cols:
+        _row_launch("masked_softmax_fwd", t, rows, cols, (x, keep, y, np.int64(rows), np.int64(cols)))
+    return y
+
+
+def mse_loss(yhat, target):
+    d = _dev(yhat) - _dev(target)
+    if d.size == 0:
+        return cupy.asarray(np.nan, dtype=yhat.dtype)
+    return (cupy.vdot(d, d) / _c(d, d.size)).astype(yhat.dtype, copy=False)
+
+
+def mse_loss_bwd(yhat, target, g):
+    d = (_dev(yhat) - _dev(target)) * (_c(yhat, 2.0 / builtins.max(yhat.size, 1)) * _dev(g).astype(yhat.dtype))
+    return d, -d
+
+
+def _nll_weights(target, weight, ignore_index, dtype):
+    n = target.shape[0]
+    ign = target == ignore_index
+    if weight is None:
+        w = cupy.ones(n, dtype=dtype)
+    else:
+        w = _dev(weight)[cupy.where(ign, 0, target)].astype(dtype)
+    return cupy.where(ign, dtype.type(0), w)
+
+
+def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    logp = _dev(logp)
+    target = _dev(target)
+    n = logp.shape[0]
+    w = _nll_weights(target, weight, ignore_index, logp.dtype)
+    safe_t = cupy.where(target == ignore_index, 0, target)
+    picked = -logp[cupy.arange(n), safe_t] * w
+    if reduction == "none":
+        return picked
+    if reduction == "sum":
+        return cupy.asarray(picked.sum(), dtype=logp.dtype)
+    return cupy.asarray(picked.sum() / w.sum(), dtype=logp.dtype)
+
+
+def nll_loss_bwd(logp, target, weight, ignore_index, reduction, g):
+    logp = _dev(logp)
+    target = _dev(target)
+    g = _dev(g).astype(logp.dtype, copy=False)
+    n = logp.shape[0]
+    w = _nll_weights(target, weight, ignore_index, logp.dtype)
+    safe_t = cupy.where(target == ignore_index, 0, target)
+    coef = -w * g if reduction in ("none", "sum") else -w * (g / w.sum())
+    out = cupy.zeros_like(logp)
+    # Each row receives exactly one entry, so a plain scatter is the host's add.at.
+    out[cupy.arange(n), safe_t] = coef.astype(logp.dtype, copy=False)
+    return out
+
+
+# ---- counter-based random numbers (bit-identical to the host's splitmix64 stream) -----------
+
+_M64 = 0xFFFFFFFFFFFFFFFF
+_GOLD = 0x9E3779B97F4A7C15
+
+
+def _mix(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def _key(seed, counter) -> np.uint64:
+    return np.uint64(_mix(((int(seed) & _M64) * _GOLD + (int(counter) & _M64)) & _M64))
+
+
+def _shape(shape):
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+
+
+def rand_uniform(shape, seed, counter, dtype):
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    if dtype == np.float64:
+        out = cupy.empty(shape, dtype=np.float64)
+        launch("rng", "uniform_f64", blocks(n, _EW_PER_BLOCK), _THREADS, (out, np.int64(n), _key(seed, counter)))
+        return out
+    out = cupy.empty(shape, dtype=np.float32)
+    launch("rng", "uniform_f32", blocks(n, _EW_PER_BLOCK), _THREADS, (out, np.int64(n), _key(seed, counter)))
+    return out.astype(dtype, copy=False)
+
+
+def randn(shape, seed, counter, dtype):
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    t = "float" if dtype == np.float32 else "double"
+    out = cupy.empty(shape, dtype=np.float32 if t == "float" else np.float64)
+    launch("rng", f"randn_kernel<{t}>", blocks(n, _EW_PER_BLOCK), _THREADS, (out, np.int64(n), _key(seed, counter)))
+    return out.astype(dtype, copy=False)
+
+
+def bernoulli_mask(shape, p_keep, seed, counter, dtype):
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    t = "double" if dtype == np.float64 else "float"
+    out = cupy.empty(shape, dtype=np.float64 if t == "double" else np.float32)
+    launch("rng", f"bernoulli_kernel<{t}>", blocks(n, _EW_PER_BLOCK), _THREADS,
+           (out, np.int64(n), _key(seed, counter), np.float32(p_keep)))
+    return out.astype(dtype, copy=False)
+
+
+# ---- optimizer steps (in place, one launch each) --------------------------------------------
+
+
+class _InPlace:
+    """Contiguous views of state arrays for a raw kernel; a non-contiguous one is written back after."""
+
+    def __init__(self, *arrays):
+        self.orig = arrays
+        self.work = [None if a is None else _contig(a) for a in arrays]
+        self.copied = any(w is not a for a, w in zip(arrays, self.work))
+
+    def finish(self):
+        if self.copied:
+            for a, w in zip(self.orig, self.work):
+                if a is not None and w is not a:
+                    a[...] = w
+
+
+def _opt_args(p, g, *state):
+    t = ftype(p.dtype, "optimizer step")
+    if not (type(g) is cupy.ndarray and g.shape == p.shape and g.dtype == p.dtype and g.flags.c_contiguous):
+        g = _contig(cupy.broadcast_to(_dev(g), p.shape).astype(p.dtype, copy=False))
+    io = _InPlace(p, *state)
+    return t, g, io, np.int64(p.size), p.dtype.type
+
+
+def sgd_step(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, first):
+    t, g, io, n, T = _opt_args(p, g, buf)
+    pw, bw = io.work
+    flags = (1 if weight_decay else 0) | (2 if momentum else 0) | (4 if nesterov else 0) | (8 if first else 0)
+    launch("optim", f"sgd_kernel<{t}>", blocks(p.size, _THREADS), _THREADS,
+           (pw, g, pw if bw is None else bw, n, T(lr), T(momentum or 0), T(1 - (dampening or 0)), T(weight_decay or 0),
+            np.int32(flags)))
+    io.finish()
+
+
+def adam_step(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, vmax=None):
+    t, g, io, n, T = _opt_args(p, g, m, v, vmax)
+    pw, mw, vw, xw = io.work
+    flags = (4 if vmax is not None else 0)
+    if weight_decay:
+        flags |= 2 if decoupled else 1
+    weight_decay = weight_decay or 0
+    bc1 = 1 - beta1 ** step
+    bc2 = 1 - beta2 ** step
+    launch("optim", f"adam_kernel<{t}>", blocks(p.size, _THREADS), _THREADS,
+           (pw, g, mw, vw, vw if xw is None else xw, n, T(beta1), T(1 - beta1), T(beta2), T(1 - beta2),
+            T(weight_decay), T(1 - lr * weight_decay), T(math.sqrt(bc2)), T(eps), T(lr / bc1), np.int32(flags)))
+    io.finish()
+
+
+def adagrad_step(p, g, sum_sq, step, lr, lr_decay, weight_decay, eps):
+    t, g, io, n, T = _opt_args(p, g, sum_sq)
+    pw, sw = io.work
+    clr = lr / (1 + (step - 1) * lr_decay)
+    launch("optim", f"adagrad_kernel<{t}>", blocks(p.size, _THREADS), _THREADS,
+           (pw, g, sw, n, T(clr), T(weight_decay or 0), T(eps), np.int32(1 if weight_decay else 0)))
+    io.finish()
+
+
+def rmsprop_step(p, g, sq_avg, buf, grad_avg, lr, alpha, eps, weight_decay, momentum):
+    t, g, io, n, T = _opt_args(p, g, sq_avg, buf, grad_avg)
+    pw, sw, bw, gw = io.work
+    momentum, weight_decay = momentum or 0, weight_decay or 0
+    use_mom = momentum > 0
+    flags = (1 if weight_decay else 0) | (2 if grad_avg is not None else 0) | (4 if use_mom else 0)
+    launch("optim", f"rmsprop_kernel<{t}>", blocks(p.size, _THREADS), _THREADS,
+           (pw, g, sw, bw if use_mom else sw, sw if gw is None else gw, n, T(lr), T(alpha), T(1 - alpha), T(eps),
+            T(weight_decay), T(momentum), np.int32(flags)))
+    io.finish()
+
+
+def adadelta_step(p, g, sq_avg, acc_delta, lr, rho, eps, weight_decay):
+    t, g, io, n, T = _opt_args(p, g, sq_avg, acc_delta)
+    pw, sw, aw = io.work
+    launch("optim", f"adadelta_kernel<{t}>", blocks(p.size, _THREADS), _THREADS,
+           (pw, g, sw, aw, n, T(lr), T(rho), T(1 - rho), T(eps), T(weight_decay or 0),
+            np.int32(1 if weight_decay else 0)))
+    io.finish()

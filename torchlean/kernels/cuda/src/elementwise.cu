@@ -1,0 +1,132 @@
+// Fused elementwise kernels: activations and the backward of elementwise ops, one pass each.
+// Every thread handles ILP elements strided by blockDim (coalesced), loading all of them
+// before computing so that several loads are in flight per thread.
+
+#define ILP 4
+
+// ---- forward activations: y = f(x) ---------------------------------------------------------
+enum { U_RELU = 0, U_SIGMOID, U_SOFTPLUS, U_SILU, U_GELU_ERF, U_GELU_TANH, U_SAFE_LOG, U_CLAMP, U_POW };
+
+#define SQRT_2_OVER_PI 0.7978845608028654
+#define INV_SQRT_2 0.7071067811865476
+#define INV_SQRT_2PI 0.3989422804014327
+#define SAFE_LOG_EPS 1e-6
+
+template <typename T, int OP> __device__ __forceinline__ T unary_op(T x, T p0, T p1) {
+    if (OP == U_RELU) return x > T(0) ? x : (tl_isnan(x) ? x : T(0));
+    if (OP == U_SIGMOID) return tl_sigmoid(x);
+    if (OP == U_SOFTPLUS) return tl_softplus(x);
+    if (OP == U_SILU) return x * tl_sigmoid(x);
+    if (OP == U_GELU_ERF) return T(0.5) * x * (T(1) + tl_erf(x * T(INV_SQRT_2)));
+    if (OP == U_GELU_TANH)
+        return T(0.5) * x * (T(1) + tl_tanh(T(SQRT_2_OVER_PI) * (x + T(0.044715) * x * x * x)));
+    if (OP == U_SAFE_LOG) return tl_log(tl_softplus(x) + T(SAFE_LOG_EPS));
+    if (OP == U_CLAMP) {  // NumPy's clip: min(max(x, lo), hi), NaN passes through
+        T t = x < p0 ? p0 : x;
+        return t > p1 ? p1 : t;
+    }
+    if (OP == U_POW) return tl_pow(x, p0);
+    return x;
+}
+
+template <typename T, int OP>
+__global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, i64 n, T p0, T p1) {
+    const i64 base = (i64)blockIdx.x * blockDim.x * ILP + threadIdx.x;
+    T v[ILP];
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        i64 i = base + (i64)k * blockDim.x;
+        v[k] = i < n ? x[i] : T(0);
+    }
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        i64 i = base + (i64)k * blockDim.x;
+        if (i < n) y[i] = unary_op<T, OP>(v[k], p0, p1);
+    }
+}
+
+// ---- backward: out = g * f'(a) where a is the saved input x or output y ----------------------
+enum {
+    B_RELU = 0, B_ABS, B_SQRT, B_SIGMOID, B_TANH, B_SOFTPLUS, B_SILU, B_GELU_ERF, B_GELU_TANH,
+    B_SAFE_LOG, B_CLAMP, B_POW
+};
+
+template <typename T> __device__ __forceinline__ T tl_sign(T x) {
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));
+}
+
+template <typename T, int OP> __device__ __forceinline__ T bwd_op(T a, T g, T p0, T p1, int flags) {
+    if (OP == B_RELU) return a > T(0) ? g : T(0);
+    if (OP == B_ABS) return g * tl_sign(a);
+    if (OP == B_SQRT) return a > T(0) ? (T(0.5) * g) / a : T(0);
+    if (OP == B_SIGMOID) return g * a * (T(1) - a);
+    if (OP == B_TANH) return g * (T(1) - a * a);
+    if (OP == B_SOFTPLUS) return g * tl_sigmoid(a);
+    if (OP == B_SILU) {
+        T s = tl_sigmoid(a);
+        return g * s * (T(1) + a * (T(1) - s));
+    }
+    if (OP == B_GELU_ERF) {
+        T cdf = T(0.5) * (T(1) + tl_erf(a * T(INV_SQRT_2)));
+        return g * (cdf + a * tl_exp(T(-0.5) * a * a) * T(INV_SQRT_2PI));
+    }
+    if (OP == B_GELU_TANH) {
+        const T c = T(SQRT_2_OVER_PI), k = T(0.044715);
+        T t = tl_tanh(c * (a + k * a * a * a));
+        T d = T(0.5) * (T(1) + t) + T(0.5) * a * (T(1) - t * t) * c * (T(1) + T(3) * k * a * a);
+        return g * d;
+    }
+    if (OP == B_SAFE_LOG) return g * tl_sigmoid(a) / (tl_softplus(a) + T(SAFE_LOG_EPS));
+    if (OP == B_CLAMP) {  // flags bit 0: lo given, bit 1: hi given; strictly inside passes g
+        bool inside = (!(flags & 1) || a > p0) && (!(flags & 2) || a < p1);
+        return inside ? g : T(0);
+    }
+    if (OP == B_POW) {  // p0 = p (p == 0 is handled on the host)
+        if (flags & 1) return T(2) * g * a;  // p == 2
+        return g * p0 * tl_pow(a, p0 - T(1));
+    }
+    return g;
+}
+
+template <typename T, int OP>
+__global__ void bwd_kernel(const T* __restrict__ a, const T* __restrict__ g, T* __restrict__ out, i64 n,
+                           T p0, T p1, int flags) {
+    const i64 base = (i64)blockIdx.x * blockDim.x * ILP + threadIdx.x;
+    T va[ILP], vg[ILP];
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        i64 i = base + (i64)k * blockDim.x;
+        va[k] = i < n ? a[i] : T(0);
+        vg[k] = i < n ? g[i] : T(0);
+    }
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        i64 i = base + (i64)k * blockDim.x;
+        if (i < n) out[i] = bwd_op<T, OP>(va[k], vg[k], p0, p1, flags);
+    }
+}
+
+// ---- elementwise max/min backward: ties split the cotangent 1/2 - 1/2 ------------------------
+template <typename T>
+__global__ void minmax_bwd_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ g,
+                                  T* __restrict__ ga, T* __restrict__ gb, i64 n, int is_max) {
+    const i64 base = (i64)blockIdx.x * blockDim.x * ILP + threadIdx.x;
+    T va[ILP], vb[ILP], vg[ILP];
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        i64 i = base + (i64)k * blockDim.x;
+        va[k] = i < n ? a[i] : T(0);
+        vb[k] = i < n ? b[i] : T(0);
+        vg[k] = i < n ? g[i] : T(0);
+    }
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        i64 i = base + (i64)k * blockDim.x;
+        if (i < n) {
+            bool win = is_max ? (va[k] > vb[k]) : (va[k] < vb[k]);
+            T wa = win ? T(1) : (va[k] == vb[k] ? T(0.5) : T(0));
+            ga[i] = vg[k] * wa;
+            gb[i] = vg[k] * (T(1) - wa);
+        }
+    }
+}

@@ -1,0 +1,40 @@
+// Gather and scatter-add with host-validated indices (int64, each in [0, 2**32)). Gathers only
+// move data and are instantiated per element size (T(0) is the zero bit pattern of every dtype).
+// In range of uint32 but out of bounds: gather yields 0, scatter ignores the entry.
+// Repeated scatter indices accumulate through atomicAdd.
+
+template <typename T>
+__global__ void gather_vec_kernel(const T* __restrict__ v, i64 n, const i64* __restrict__ idx, i64 k,
+                                  T* __restrict__ out) {
+    const i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= k) return;
+    const i64 i = idx[j];
+    out[j] = i < n ? v[i] : T(0);
+}
+
+template <typename T>
+__global__ void gather_rows_kernel(const T* __restrict__ mat, i64 rows, i64 cols, const i64* __restrict__ idx,
+                                   i64 k, T* __restrict__ out) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= k * cols) return;
+    const i64 j = t / cols, c = t - j * cols;
+    const i64 i = idx[j];
+    out[t] = i < rows ? mat[i * cols + c] : T(0);
+}
+
+// out[idx[j] * cols + c] += values[j * cols + c]; scatter_add is the case cols == 1.
+template <typename T>
+__global__ void scatter_add_rows_kernel(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
+                                        const i64* __restrict__ idx, i64 k) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= k * cols) return;
+    const i64 j = t / cols, c = t - j * cols;
+    const i64 i = idx[j];
+    if (i < rows) atomicAdd(out + i * cols + c, values[t]);
+}
+
+template <typename T>
+__global__ void add_row_kernel(T* __restrict__ out, i64 cols, const T* __restrict__ row, i64 i) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < cols) out[i * cols + c] += row[c];
+}

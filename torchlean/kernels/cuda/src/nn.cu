@@ -1,0 +1,163 @@
+// Layer kernels: the selective scan (serial in time, parallel over batch rows and state
+// channels) and layer normalization (one group per row, statistics in double as on the host).
+
+// x, h: (B, L, S) contiguous; a, b: (S,) (VAR = false) or (B, L, S) (VAR = true); h0: (B, S).
+// h[t] = a h[t-1] + (b x)[t], one thread per (batch row, channel); loads coalesce over channels.
+template <typename T, bool VAR>
+__global__ void scan_fwd(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ x,
+                         const T* __restrict__ h0, T* __restrict__ h, i64 B, i64 L, i64 S) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= B * S) return;
+    const i64 bi = c / S, s = c - bi * S;
+    const T ac = VAR ? T(0) : a[s], bc = VAR ? T(0) : b[s];
+    T prev = h0[c];
+    i64 idx = bi * L * S + s;
+    for (i64 t = 0; t < L; ++t, idx += S) {
+        const T bx = (VAR ? b[idx] : bc) * x[idx];
+        prev = (VAR ? a[idx] : ac) * prev + bx;
+        h[idx] = prev;
+    }
+}
+
+// Reverse sweep: gs[t] = g[t] + a[t+1] gs[t+1]; dx = gs b; dh0 = a[0] gs[0]. With VAR, da and db
+// are elementwise (gs h[t-1], gs x); otherwise each thread writes its row's sums over time to
+// da, db of shape (B, S), which the caller sums over B.
+template <typename T, bool VAR>
+__global__ void scan_bwd(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ x,
+                         const T* __restrict__ h0, const T* __restrict__ h, const T* __restrict__ g,
+                         T* __restrict__ dx, T* __restrict__ dh0, T* __restrict__ da, T* __restrict__ db, i64 B,
+                         i64 L, i64 S) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= B * S) return;
+    const i64 bi = c / S, s = c - bi * S;
+    const T ac = VAR ? T(0) : a[s], bc = VAR ? T(0) : b[s];
+    double sa = 0.0, sb = 0.0;
+    T acc = T(0), a_next = T(0);
+    i64 idx = (bi * L + L - 1) * S + s;
+    for (i64 t = L - 1; t >= 0; --t, idx -= S) {
+        acc = t == L - 1 ? g[idx] : g[idx] + a_next * acc;
+        const T hp = t > 0 ? h[idx - S] : h0[c];
+        dx[idx] = acc * (VAR ? b[idx] : bc);
+        if (VAR) {
+            da[idx] = acc * hp;
+            db[idx] = acc * x[idx];
+        } else {
+            sa += double(acc * hp);
+            sb += double(acc * x[idx]);
+        }
+        a_next = VAR ? a[idx] : ac;
+    }
+    dh0[c] = a_next * acc;
+    if (!VAR) {
+        da[c] = T(sa);
+        db[c] = T(sb);
+    }
+}
+
+// y = (x - mean) * rstd (* gamma) (+ beta) over rows of length n; mean and biased variance in
+// double, two passes (the row is re-read from cache). flags: 1 gamma, 2 beta.
+template <typename T, bool BLOCK>
+__global__ void layer_norm_fwd_k(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                                 T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, i64 rows, i64 n,
+                                 double eps, int flags) {
+    __shared__ double sh[32];
+    GROUP_SETUP
+    const T* p = x + row * n;
+    T* q = y + row * n;
+    double s = 0.0;
+    for (i64 j = lane; j < n; j += gsize) s += double(p[j]);
+    const double mu = group_sum<BLOCK>(s, sh) / double(n);
+    double v = 0.0;
+    for (i64 j = lane; j < n; j += gsize) {
+        const double d = double(p[j]) - mu;
+        v += d * d;
+    }
+    const double var = group_sum<BLOCK>(v, sh) / double(n);
+    const double r = 1.0 / sqrt(var + eps);
+    const T muT = T(mu), rT = T(r);
+    for (i64 j = lane; j < n; j += gsize) {
+        T o = (p[j] - muT) * rT;
+        if (flags & 1) o = o * gamma[j];
+        if (flags & 2) o = o + beta[j];
+        q[j] = o;
+    }
+    if (lane == 0) {
+        mean[row] = muT;
+        rstd[row] = rT;
+    }
+}
+
+// Rows that fit in registers: a block holds the row (N elements per thread), so x is read once.
+template <typename T, int N>
+__global__ void __launch_bounds__(1024)
+layer_norm_fwd_reg(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                   T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, i64 rows, i64 n, double eps,
+                   int flags) {
+    const bool BLOCK = true;
+    __shared__ double sh[32];
+    GROUP_SETUP
+    const T* p = x + row * n;
+    T* q = y + row * n;
+    T v[N];
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        const i64 j = lane + (i64)k * gsize;
+        v[k] = j < n ? p[j] : T(0);
+        s += double(v[k]);
+    }
+    const double mu = group_sum<true>(s, sh) / double(n);
+    double var = 0.0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        const i64 j = lane + (i64)k * gsize;
+        const double d = double(v[k]) - mu;
+        if (j < n) var += d * d;
+    }
+    var = group_sum<true>(var, sh) / double(n);
+    const double r = 1.0 / sqrt(var + eps);
+    const T muT = T(mu), rT = T(r);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        const i64 j = lane + (i64)k * gsize;
+        if (j < n) {
+            T o = (v[k] - muT) * rT;
+            if (flags & 1) o = o * gamma[j];
+            if (flags & 2) o = o + beta[j];
+            q[j] = o;
+        }
+    }
+    if (lane == 0) {
+        mean[row] = muT;
+        rstd[row] = rT;
+    }
+}
+
+// dx = rstd (gx - mean(gx) - xhat mean(gx xhat)), gx = g gamma; the two means in double.
+// With gamma, g * xhat is written to gxhat for the caller's column sum (dgamma).
+template <typename T, bool BLOCK>
+__global__ void layer_norm_bwd_k(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ mean,
+                                 const T* __restrict__ rstd, const T* __restrict__ g, T* __restrict__ dx,
+                                 T* __restrict__ gxhat, i64 rows, i64 n, int has_gamma) {
+    __shared__ double sh[32];
+    GROUP_SETUP
+    const T* p = x + row * n;
+    const T* pg = g + row * n;
+    const T mu = mean[row], r = rstd[row];
+    double s1 = 0.0, s2 = 0.0;
+    for (i64 j = lane; j < n; j += gsize) {
+        const T xh = (p[j] - mu) * r;
+        const T gx = has_gamma ? pg[j] * gamma[j] : pg[j];
+        s1 += double(gx);
+        s2 += double(gx) * double(xh);
+    }
+    const T m1 = T(group_sum<BLOCK>(s1, sh) / double(n));
+    const T m2 = T(group_sum<BLOCK>(s2, sh) / double(n));
+    T* q = dx + row * n;
+    for (i64 j = lane; j < n; j += gsize) {
+        const T xh = (p[j] - mu) * r;
+        const T gx = has_gamma ? pg[j] * gamma[j] : pg[j];
+        q[j] = r * (gx - m1 - xh * m2);
+        if (has_gamma) gxhat[row * n + j] = pg[j] * xh;
+    }
+}

@@ -1,0 +1,104 @@
+// Reductions of x viewed as (outer, n, inner) over the middle axis. Sums accumulate in double
+// (float32 inputs too); max propagates NaN like NumPy. A long axis is split into `chunks`
+// segments whose partial results a second launch reduces, so that few outputs still fill
+// the GPU and the result does not depend on scheduling (no atomics).
+
+enum { R_SUM = 0, R_MAX = 1 };
+
+template <typename T, int OP> struct RAcc { typedef double type; };
+template <typename T> struct RAcc<T, R_MAX> { typedef T type; };
+
+template <typename A, int OP> __device__ __forceinline__ A r_init() {
+    return OP == R_SUM ? A(0) : tl_neg_inf<A>();
+}
+template <int OP, typename A> __device__ __forceinline__ A r_op(A a, A b) {
+    return OP == R_SUM ? a + b : tl_max(a, b);
+}
+
+template <int OP, typename A> __device__ __forceinline__ A sub_reduce(A v, int width) {
+    for (int o = width >> 1; o > 0; o >>= 1) v = r_op<OP>(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// inner == 1: a group reduces one segment of a row. The group is the whole block (BLOCK) or
+// `gw` adjacent lanes of a warp (gw a power of two <= 32, so short rows still give coalesced
+// warp-wide loads). Group g covers row g / chunks, elements [c * seg, min(n, (c + 1) * seg)),
+// c = g % chunks. Sums are multiplied by `scale` on the way out (1/count for a mean).
+template <typename T, int OP, bool BLOCK>
+__global__ void reduce_rows(const T* __restrict__ x, T* __restrict__ out, i64 groups, i64 n, i64 chunks,
+                            i64 seg, int gw, double scale) {
+    typedef typename RAcc<T, OP>::type A;
+    __shared__ A sh[32];
+    const int gsize = BLOCK ? blockDim.x : gw;
+    const int lane = BLOCK ? threadIdx.x : (threadIdx.x & (gw - 1));
+    const i64 g = BLOCK ? (i64)blockIdx.x : ((i64)blockIdx.x * blockDim.x + threadIdx.x) / gw;
+    if (BLOCK && g >= groups) return;  // uniform over the block
+    // Lanes past the last group stay to the end: the shuffles below need the whole warp.
+    const bool valid = g < groups;
+    const i64 row = valid ? g / chunks : 0, c = valid ? g - row * chunks : 0;
+    const i64 lo = c * seg;
+    const i64 hi = !valid ? lo : (lo + seg < n ? lo + seg : n);
+    const T* p = x + row * n;
+    A a0 = r_init<A, OP>(), a1 = a0, a2 = a0, a3 = a0;
+    i64 j = lo + lane;
+    for (; j + 3 * gsize < hi; j += 4 * gsize) {
+        T v0 = p[j], v1 = p[j + gsize], v2 = p[j + 2 * gsize], v3 = p[j + 3 * gsize];
+        a0 = r_op<OP>(a0, A(v0));
+        a1 = r_op<OP>(a1, A(v1));
+        a2 = r_op<OP>(a2, A(v2));
+        a3 = r_op<OP>(a3, A(v3));
+    }
+    for (; j < hi; j += gsize) a0 = r_op<OP>(a0, A(p[j]));
+    A a = r_op<OP>(r_op<OP>(a0, a1), r_op<OP>(a2, a3));
+    if (BLOCK) a = OP == R_SUM ? group_sum<true>(a, sh) : group_max<true>(a, sh);
+    else a = sub_reduce<OP>(a, gw);
+    if (valid && lane == 0) out[g] = OP == R_SUM ? T(a * scale) : T(a);
+}
+
+// inner > 1: one thread per (o, c, i), coalesced along i; writes out[(o * chunks + c) * inner + i].
+template <typename T, int OP>
+__global__ void reduce_cols(const T* __restrict__ x, T* __restrict__ out, i64 outer, i64 n, i64 inner,
+                            i64 chunks, i64 seg, double scale) {
+    typedef typename RAcc<T, OP>::type A;
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= outer * chunks * inner) return;
+    const i64 i = t % inner;
+    const i64 r = t / inner;
+    const i64 c = r % chunks, o = r / chunks;
+    const i64 lo = c * seg;
+    const i64 hi = lo + seg < n ? lo + seg : n;
+    const T* p = x + o * n * inner + i;
+    A a0 = r_init<A, OP>(), a1 = a0, a2 = a0, a3 = a0;
+    i64 j = lo;
+    for (; j + 3 < hi; j += 4) {
+        T v0 = p[j * inner], v1 = p[(j + 1) * inner], v2 = p[(j + 2) * inner], v3 = p[(j + 3) * inner];
+        a0 = r_op<OP>(a0, A(v0));
+        a1 = r_op<OP>(a1, A(v1));
+        a2 = r_op<OP>(a2, A(v2));
+        a3 = r_op<OP>(a3, A(v3));
+    }
+    for (; j < hi; ++j) a0 = r_op<OP>(a0, A(p[j * inner]));
+    const A a = r_op<OP>(r_op<OP>(a0, a1), r_op<OP>(a2, a3));
+    out[t] = OP == R_SUM ? T(a * scale) : T(a);
+}
+
+// Backward of max over the middle axis: the cotangent goes to the first maximal entry, NumPy's
+// argmax rule (the first NaN wins if there is one). `out` is zero-filled by the caller.
+template <typename T>
+__global__ void max_bwd_kernel(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ out, i64 outer,
+                               i64 n, i64 inner) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= outer * inner) return;
+    const i64 i = t % inner, o = t / inner;
+    const T* p = x + o * n * inner + i;
+    T best = p[0];
+    i64 bi = 0;
+    for (i64 j = 1; j < n && !tl_isnan(best); ++j) {
+        T v = p[j * inner];
+        if (v > best || tl_isnan(v)) {
+            best = v;
+            bi = j;
+        }
+    }
+    out[(o * n + bi) * inner + i] = g[t];
+}
