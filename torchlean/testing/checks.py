@@ -153,15 +153,19 @@ def check_bad(info: OpInfo, device: str, rng) -> list[Result]:
     return out
 
 
-def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0) -> list[Result]:
-    """Every op's contract on ``device`` (ops whose name contains ``pattern``)."""
+def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
+               all_devices: bool = False) -> list[Result]:
+    """Every op's contract on ``device`` (ops whose name contains ``pattern``).
+
+    ``all_devices=True`` also checks ops whose record does not (yet) claim ``device``.
+    """
     import fnmatch
     rng = np.random.default_rng(seed)
     results = []
     for name, info in sorted(OPINFOS.items()):
         if pattern and not (pattern in name or fnmatch.fnmatch(name, pattern)):
             continue
-        if device not in info.devices:
+        if device not in info.devices and not all_devices:
             continue
         for s in info.samples(rng):
             for fn in (lambda: check_forward(info, s, device),

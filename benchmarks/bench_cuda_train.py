@@ -1,0 +1,115 @@
+"""CUDA: MLP training steps and eager per-op overhead, torchlean vs PyTorch in one process.
+
+fp32 strict in both (TF32 off). Times are medians of CUDA-event-bracketed runs after a
+warm-up; inputs are random (never zeros). Not a test: prints a table of ratios
+(torchlean / torch, lower is better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+
+def _events_time(fn, reps, sync):
+    import cupy
+    for _ in range(5):
+        fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(a, b))
+    return statistics.median(times)
+
+
+def tl_step(sizes, batch):
+    import torchlean as tl
+    from torchlean import nn, optim
+    tl.manual_seed(0)
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    m = nn.Sequential(*layers).to("cuda")
+    opt = optim.Adam(m.parameters(), lr=1e-3)
+    x = tl.randn(batch, sizes[0], device="cuda")
+    y = tl.tensor(np.arange(batch) % sizes[-1], device="cuda")
+
+    def step():
+        opt.zero_grad()
+        nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    return step, m
+
+
+def torch_step(torch, tl_model, sizes, batch):
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    m = torch.nn.Sequential(*layers).cuda()
+    m.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in tl_model.state_dict().items()})
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    x = torch.randn(batch, sizes[0], device="cuda")
+    y = torch.arange(batch, device="cuda") % sizes[-1]
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    return step
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args(argv)
+    import torch
+    import torchlean as tl
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    sync = tl.cuda.synchronize
+    rows = []
+    for name, sizes, batch in (("mlp 784-1024-1024-10 b256", (784, 1024, 1024, 10), 256),
+                               ("mlp 6x4096 b1024", (4096,) * 7, 1024)):
+        s_tl, m = tl_step(sizes, batch)
+        s_t = torch_step(torch, m, sizes, batch)
+        t1 = _events_time(s_tl, args.reps, sync)
+        t2 = _events_time(s_t, args.reps, torch.cuda.synchronize)
+        rows.append((name + " train step", t1 * 1e3, t2 * 1e3, "us", "<= 1.2"))
+    # eager overhead: a chain of tiny ops with autograd recording (host-bound)
+    x = tl.randn(16, device="cuda", requires_grad=True)
+    y = tl.randn(16, device="cuda", requires_grad=True)
+    tx = torch.randn(16, device="cuda", requires_grad=True)
+    ty = torch.randn(16, device="cuda", requires_grad=True)
+
+    def chain_tl():
+        z = x
+        for _ in range(25):
+            z = (z * y + x).relu()
+        return z
+
+    def chain_t():
+        z = tx
+        for _ in range(25):
+            z = (z * ty + tx).relu()
+        return z
+    t1 = _events_time(chain_tl, args.reps, sync) / 75
+    t2 = _events_time(chain_t, args.reps, torch.cuda.synchronize) / 75
+    rows.append(("tiny op (16,) recording, per op", t1 * 1e3, t2 * 1e3, "us", "<= 1.5"))
+    print(f"{'case':40s} {'torchlean':>12s} {'torch':>12s} {'ratio':>7s}  goal")
+    for name, a, b, unit, goal in rows:
+        print(f"{name:40s} {a:10.1f}{unit} {b:10.1f}{unit} {a / b:6.2f}x  {goal}")
+
+
+if __name__ == "__main__":
+    main()
