@@ -75,13 +75,4 @@ from . import elementwise, reduce, shape_ops, index, linalg, nn, layers  # noqa:
 from . import convert  # noqa: E402,F401
 from . import conv  # noqa: E402,F401
 
-# Ops whose CUDA kernels are still to come (the model-layers issue): on "cuda" they raise
-# DeviceError("... not supported on cuda yet"); until then their contract is checked on the CPU.
-CUDA_PENDING = ("conv", "conv_nobias", "conv_transpose", "conv_transpose_nobias", "max_pool", "avg_pool",
-                "smooth_max_pool", "layer_norm", "layer_norm_noaffine", "batch_norm_train", "batch_norm_eval",
-                "batch_norm_chw", "flash_attention", "multi_head_attention", "rfft", "irfft", "spectral_conv1d",
-                "selective_scan", "selective_scan_var")
-for _n in CUDA_PENDING:
-    OPINFOS[_n].devices = ("cpu",)
-
 __all__ = ["OpInfo", "Sample", "BadInput", "OPINFOS", "defop", "DEVICE_TOL", "rand", "rand_away"]
