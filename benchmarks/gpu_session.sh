@@ -29,7 +29,7 @@ run_bench() {
 }
 
 run_memcheck() {
-  timeout 420 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -m cuda -q -x \
+  timeout 420 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -m cuda -q \
       -p no:cacheprovider tests/test_cuda_kernels.py > "$out/memcheck.log" 2>&1
   echo "memcheck exit $?"
   grep -E "ERROR SUMMARY|passed|failed" "$out/memcheck.log" | tail -3
