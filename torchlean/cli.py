@@ -3,7 +3,8 @@
     torchlean quickstart [tensors|autograd|mlp] [--steps N] [--device cpu|cuda]
     torchlean check [--device cpu|cuda] [--op PATTERN] [-v]
     torchlean ir check|run|convert FILE ...
-    torchlean train MODEL [--device] [--steps] [--batch-size] [--lr] [--checkpoint PATH] [--plot PNG]
+    torchlean train MODEL [--device] [--steps | --epochs] [--batch-size] [--lr] [--seed]
+                          [--checkpoint PATH [--resume]] [--plot PNG]
     torchlean bench [SUITE] [--device cpu|cuda] [--against torch|none] [--save]
 
 Exit codes: 0 success; 1 a failed check or an error the input caused (printed as
@@ -193,12 +194,16 @@ def _ir(args) -> int:
 # ---- train --------------------------------------------------------------------------------------
 
 def _train_args(p):
-    p.add_argument("model", metavar="MODEL", help="example model to train (e.g. mlp, cnn, fno1d, ssm, gpt, vit)")
+    p.add_argument("model", metavar="MODEL", help="example model to train: mlp, cnn, resnet, vit, fno1d, mamba, gpt")
     _add_device(p)
     p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the model's own)")
+    p.add_argument("--epochs", type=_positive_int, help="passes over the training data (instead of --steps)")
     p.add_argument("--batch-size", type=_positive_int, help="batch size (default: the model's own)")
     p.add_argument("--lr", type=float, help="learning rate (default: the model's own)")
-    p.add_argument("--checkpoint", metavar="PATH", help="save the trained state dict here (safetensors)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initialization and batch order (default 0)")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="save model, optimizer and trainer state here (safetensors + PATH.json)")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint")
     p.add_argument("--plot", metavar="PNG", help="plot the loss curve to this file (needs matplotlib)")
 
 
@@ -208,8 +213,12 @@ def _train(args) -> int:
     if not callable(entry):
         raise CommandUnavailable("train: not available in this build")
     require_device(args.device)
-    return int(entry(args.model, device=args.device, steps=args.steps, batch_size=args.batch_size,
-                     lr=args.lr, checkpoint=args.checkpoint, plot=args.plot) or 0)
+    kw = dict(device=args.device, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+              checkpoint=args.checkpoint, plot=args.plot)
+    # Only options the user gave are passed on, so a minimal main(model, **base) still works.
+    kw.update({k: v for k, v in (("epochs", args.epochs), ("seed", args.seed), ("resume", args.resume))
+               if v not in (None, False, 0)})
+    return int(entry(args.model, **kw) or 0)
 
 
 # ---- bench --------------------------------------------------------------------------------------

@@ -1,0 +1,838 @@
+"""Training: a small :class:`Trainer` and the ``torchlean train MODEL`` command.
+
+``Trainer`` runs the usual loop (forward, loss, backward, optional gradient
+clipping, optimizer step) over a :class:`~torchlean.data.DataLoader`, evaluates
+on held-out data at the end of every epoch, shows progress (tqdm when installed,
+otherwise a plain line every few steps) with the loss and the throughput in
+samples per second, and keeps the curves in :attr:`Trainer.history`.
+
+Checkpoints are two files written atomically (temporary file + ``os.replace``):
+
+- ``PATH``: safetensors with the model's state dict (``model/<name>``), the
+  optimizer's state arrays (``optim/<index>/<key>``) and, when the loader draws its
+  order from the global generator, the current epoch's order (``trainer/order``);
+- ``PATH.json``: the trainer state (step, epoch, batch position inside the epoch,
+  the counter-based generator's seed and counter, history), the optimizer's
+  options and scalar state, the model's class and configuration, every tensor's
+  dtype and shape, the SHA-256 of the safetensors file and a digest of the JSON.
+
+:meth:`Trainer.load_checkpoint` verifies all of that — digest, file hash, model
+class and configuration, names, dtypes and shapes, optimizer class and layout —
+before it touches the model, so a truncated, edited or foreign checkpoint is
+refused with a :class:`CheckpointError` and nothing is half-loaded. On the CPU a
+run resumed from a checkpoint (even one written in the middle of an epoch) ends
+with exactly the parameters of the uninterrupted run: the batch order is a pure
+function of (seed, epoch), the position inside the epoch is saved, and so are
+the optimizer's moments and the generator's counter.
+
+    >>> import torchlean as tl
+    >>> from torchlean.data import DataLoader, TensorDataset
+    >>> tl.manual_seed(0)
+    >>> x = tl.randn(64, 3); y = x.sum(1, keepdim=True)
+    >>> net = tl.nn.Linear(3, 1)
+    >>> t = Trainer(net, tl.optim.SGD(net.parameters(), lr=0.1), tl.nn.F.mse_loss,
+    ...             DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, seed=0),
+    ...             epochs=20, progress="none")
+    >>> t.fit()["loss"][-1] < 1e-3
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import nn, optim
+from .errors import BackendUnavailableError, TorchLeanError
+from .tensor import Tensor, _RNG, no_grad
+
+__all__ = ["Trainer", "CheckpointError", "TASKS", "main", "build_task", "checkpoint_paths", "digits_task",
+           "burgers_task", "text_task", "plot_history"]
+
+CHECKPOINT_FORMAT = "torchlean.checkpoint.v1"
+
+
+class CheckpointError(TorchLeanError, ValueError):
+    """A checkpoint that cannot be used: missing, truncated, edited, or written for another model."""
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def _host(v) -> np.ndarray:
+    a = v.numpy() if isinstance(v, Tensor) else np.asarray(v)
+    return np.ascontiguousarray(a)
+
+
+def _digest(obj) -> str:
+    """SHA-256 of the canonical JSON form of ``obj`` (sorted keys, no whitespace)."""
+    s = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(s.encode("utf-8")).hexdigest()
+
+
+def _jsonable(v, where):
+    """``v`` as plain JSON values (tuples become lists); anything else is an error."""
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x, where) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x, where) for k, x in v.items()}
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise CheckpointError(f"checkpoint: cannot store {type(v).__name__} at {where}")
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _safetensors():
+    try:
+        import safetensors.numpy as stn
+    except ImportError as e:
+        raise BackendUnavailableError("checkpoints need the safetensors package: pip install safetensors") from e
+    return stn
+
+
+def checkpoint_paths(path) -> tuple[str, str]:
+    """``(tensors, state)``: the safetensors file ``PATH`` and its JSON companion ``PATH.json``."""
+    path = os.fspath(path)
+    return path, path + ".json"
+
+
+def _rng_state():
+    return [int(_RNG.seed), int(_RNG.counter)]
+
+
+def _set_rng_state(state):
+    _RNG.seed, _RNG.counter = int(state[0]), int(state[1])
+
+
+def _model_config(model):
+    return _jsonable(getattr(model, "config", {}), "model.config")
+
+
+class _Progress:
+    """A tqdm bar (``"tqdm"``, or ``"auto"`` on a terminal) or one plain line every ``every`` steps."""
+
+    def __init__(self, mode, total, initial, every, desc, stream=None):
+        self.stream = stream or sys.stderr
+        self.every = max(1, int(every))
+        self.bar = None
+        if mode == "auto" and not getattr(self.stream, "isatty", lambda: False)():
+            mode = "plain"  # a log file or CI: periodic lines, not a redrawn bar
+        self.mode = mode
+        if mode in ("auto", "tqdm"):
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                if mode == "tqdm":
+                    raise BackendUnavailableError("progress bars need tqdm: pip install tqdm") from None
+                self.mode = "plain"
+            else:
+                self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step", file=self.stream,
+                                dynamic_ncols=True, leave=True)
+                self.mode = "tqdm"
+        self.total = total
+        self.desc = desc
+
+    def update(self, step, loss, rate, epoch):
+        if self.mode == "tqdm":
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:,.0f}", epoch=epoch, refresh=False)
+        elif self.mode == "plain" and (step % self.every == 0 or step == self.total):
+            print(f"{self.desc} step {step}/{self.total}  epoch {epoch}  loss {loss:.4f}  "
+                  f"{rate:,.0f} samples/s", file=self.stream, flush=True)
+
+    def write(self, msg):
+        if self.mode == "tqdm":
+            self.bar.write(msg, file=self.stream)
+        elif self.mode != "none":
+            print(msg, file=self.stream, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _to_device(batch, device):
+    if isinstance(batch, Tensor):
+        return batch if batch.device == device else batch.to(device=device)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def _batch_size_of(batch):
+    first = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return int(first.shape[0]) if hasattr(first, "shape") and len(first.shape) else 1
+
+
+# ---- the trainer --------------------------------------------------------------------------------
+
+class Trainer:
+    """Train ``model`` with ``optimizer`` on the batches of ``train_loader``.
+
+    Parameters:
+        model: an ``nn.Module``; called on the first field of each batch.
+        optimizer: a ``tl.optim`` optimizer over the model's parameters.
+        loss_fn: ``loss_fn(output, target) -> 0-d Tensor`` (batches are ``(input, target)``).
+        train_loader: a :class:`~torchlean.data.DataLoader`.
+        eval_fn: ``eval_fn(model) -> {name: float}``, run under ``no_grad`` in eval mode at
+            the end of every epoch (or every ``eval_every`` steps) and at the end.
+        device: where the model and batches live (``"cpu"`` or ``"cuda"``).
+        checkpoint: a path; saved at every evaluation and when :meth:`fit` returns.
+        steps / epochs: the length of the run (give one; ``epochs`` counts loader passes).
+        scheduler: an optional LR scheduler stepped after every optimizer step.
+        grad_clip: clip the global gradient norm to this value before each step.
+        progress: ``"auto"`` (a tqdm bar on a terminal when tqdm is installed, else a plain line
+            every ``log_every`` steps), ``"tqdm"``, ``"plain"``, ``"none"``.
+        name: the task name recorded in checkpoints (a checkpoint of another task is refused).
+        metric: the name of the main entry of ``eval_fn``'s result (for the summary).
+    """
+
+    def __init__(self, model, optimizer, loss_fn, train_loader, eval_fn=None, *, device="cpu",
+                 checkpoint=None, steps=None, epochs=None, scheduler=None, eval_every=None,
+                 grad_clip=None, progress="auto", log_every=None, name=None, metric=None,
+                 hparams=None):
+        if steps is None and epochs is None:
+            raise TorchLeanError("Trainer: give steps or epochs")
+        if steps is not None and epochs is not None:
+            raise TorchLeanError("Trainer: give steps or epochs, not both")
+        if progress not in ("auto", "tqdm", "plain", "none"):
+            raise TorchLeanError(f"Trainer: progress must be auto, tqdm, plain or none, got {progress!r}")
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.loader = train_loader
+        self.eval_fn = eval_fn
+        self.device = device
+        self.checkpoint = os.fspath(checkpoint) if checkpoint is not None else None
+        self.scheduler = scheduler
+        self.grad_clip = grad_clip
+        self.progress = progress
+        self.name = name or type(model).__name__.lower()
+        self.metric = metric
+        self.hparams = dict(hparams or {})
+        self.steps_per_epoch = len(train_loader)
+        if self.steps_per_epoch < 1:
+            raise TorchLeanError("Trainer: the training loader yields no batches")
+        self.total_steps = int(steps) if steps is not None else int(epochs) * self.steps_per_epoch
+        if self.total_steps < 1:
+            raise TorchLeanError(f"Trainer: the run must have at least one step, got {self.total_steps}")
+        self.eval_every = int(eval_every) if eval_every else self.steps_per_epoch
+        self.log_every = int(log_every) if log_every else max(1, min(self.steps_per_epoch, 50))
+        self.step = 0
+        self.epoch = 0
+        self.pos = 0  # batches of the current epoch already consumed
+        self._order = None
+        self.history = {"step": [], "loss": [], "eval": []}
+        self.train_seconds = 0.0
+        self.samples_seen = 0
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _epoch_order(self, epoch):
+        return np.asarray(self.loader.order(epoch), dtype=np.int64)
+
+    def _batch(self, order, pos):
+        bs = self.loader.batch_size
+        chunk = order[pos * bs:(pos + 1) * bs]
+        return next(iter(self.loader._batches(chunk)))
+
+    def train_step(self, batch) -> float:
+        """One optimizer step on ``batch`` (``(input, target)``); returns the loss."""
+        x, y = batch[0], batch[1]
+        out = self.model(x)
+        loss = self.loss_fn(out, y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.grad_clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return float(loss.item())
+
+    def evaluate(self) -> dict:
+        """``eval_fn(model)`` in eval mode under ``no_grad`` (training mode is restored)."""
+        if self.eval_fn is None:
+            return {}
+        was = self.model.training
+        self.model.eval()
+        try:
+            with no_grad():
+                res = self.eval_fn(self.model)
+        finally:
+            self.model.train(was)
+        return {k: float(v) for k, v in res.items()}
+
+    def _record_eval(self, bar):
+        res = self.evaluate()
+        if res:
+            self.history["eval"].append({"step": self.step, "epoch": self.epoch, **res})
+            bar.write(f"{self.name} step {self.step} epoch {self.epoch}: "
+                      + ", ".join(f"{k} {v:.4f}" for k, v in res.items()))
+        if self.checkpoint:
+            self.save_checkpoint()
+        return res
+
+    def fit(self, stop_at=None) -> dict:
+        """Train until :attr:`total_steps` (or until step ``stop_at``); returns :attr:`history`.
+
+        ``stop_at`` ends the call early (a checkpoint is saved if a path was given), as an
+        interrupted run would; calling :meth:`fit` again, or on a trainer restored with
+        :meth:`load_checkpoint`, continues where it stopped.
+        """
+        end = self.total_steps if stop_at is None else min(int(stop_at), self.total_steps)
+        self.model.train()
+        bar = _Progress(self.progress, self.total_steps, self.step, self.log_every, self.name)
+        last_eval_step = self.history["eval"][-1]["step"] if self.history["eval"] else -1
+        try:
+            while self.step < end:
+                if self._order is None:
+                    self._order = self._epoch_order(self.epoch)
+                batch = _to_device(self._batch(self._order, self.pos), self.device)
+                t0 = time.perf_counter()
+                loss = self.train_step(batch)
+                self.train_seconds += time.perf_counter() - t0
+                n = _batch_size_of(batch)
+                self.samples_seen += n
+                self.pos += 1
+                self.step += 1
+                self.history["step"].append(self.step)
+                self.history["loss"].append(loss)
+                if not math.isfinite(loss):
+                    raise TorchLeanError(f"{self.name}: the loss became {loss} at step {self.step}; "
+                                         "try a smaller learning rate")
+                bar.update(self.step, loss, self.throughput, self.epoch)
+                if self.pos >= self.steps_per_epoch:
+                    self.epoch += 1
+                    self.pos = 0
+                    self._order = None
+                if self.step % self.eval_every == 0 or self.step == self.total_steps:
+                    self._record_eval(bar)
+                    last_eval_step = self.step
+            if self.step == end and end < self.total_steps and self.checkpoint and last_eval_step != self.step:
+                self.save_checkpoint()
+        finally:
+            bar.close()
+        return self.history
+
+    @property
+    def throughput(self) -> float:
+        """Training samples per second (time spent in training steps only)."""
+        return self.samples_seen / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    def final_metrics(self) -> dict:
+        """The last evaluation's results (empty before the first)."""
+        if not self.history["eval"]:
+            return {}
+        return {k: v for k, v in self.history["eval"][-1].items() if k not in ("step", "epoch")}
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def _uses_global_rng_order(self):
+        return bool(getattr(self.loader, "shuffle", False)) and getattr(self.loader, "seed", 0) is None
+
+    def save_checkpoint(self, path=None) -> None:
+        """Write model, optimizer and trainer state to ``path`` (default: the trainer's) and ``path.json``."""
+        stn = _safetensors()
+        path = os.fspath(path or self.checkpoint)
+        if not path:
+            raise CheckpointError("save_checkpoint: no path given")
+        tpath, jpath = checkpoint_paths(path)
+        tensors, shapes = {}, {}
+        for k, v in self.model.state_dict().items():
+            tensors["model/" + k] = _host(v)
+        osd = self.optimizer.state_dict()
+        ostate = {}
+        for idx, st in osd["state"].items():
+            entry = {}
+            for k, v in st.items():
+                if isinstance(v, Tensor) or isinstance(v, np.ndarray):
+                    name = f"optim/{idx}/{k}"
+                    tensors[name] = _host(v)
+                    entry[k] = {"__tensor__": name}
+                else:
+                    entry[k] = _jsonable(v, f"optimizer state {idx}/{k}")
+            ostate[str(idx)] = entry
+        if self._order is not None and self._uses_global_rng_order():
+            tensors["trainer/order"] = self._order
+        for k, a in tensors.items():
+            shapes[k] = [str(a.dtype), list(a.shape)]
+        data = stn.save(tensors, metadata={"format": CHECKPOINT_FORMAT})
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "task": self.name,
+            "model": {"class": type(self.model).__name__, "config": _model_config(self.model)},
+            "tensors": {"file": os.path.basename(tpath), "sha256": hashlib.sha256(data).hexdigest(),
+                        "bytes": len(data), "entries": shapes},
+            "optimizer": {"class": type(self.optimizer).__name__,
+                          "param_groups": _jsonable(osd["param_groups"], "optimizer param_groups"),
+                          "state": ostate},
+            "scheduler": (None if self.scheduler is None else
+                          {"class": type(self.scheduler).__name__,
+                           "state": _jsonable(self.scheduler.state_dict(), "scheduler state")}),
+            "trainer": {"step": self.step, "epoch": self.epoch, "pos": self.pos,
+                        "total_steps": self.total_steps, "steps_per_epoch": self.steps_per_epoch,
+                        "batch_size": self.loader.batch_size, "loader_seed": getattr(self.loader, "seed", None),
+                        "in_epoch": self._order is not None, "rng": _rng_state(),
+                        "samples_seen": self.samples_seen, "train_seconds": self.train_seconds,
+                        "history": self.history, "hparams": _jsonable(self.hparams, "hparams")},
+        }
+        state["digest"] = _digest(state)
+        # Tensors first: a crash between the two renames leaves a JSON whose recorded hash
+        # does not match the new tensors, which loading refuses, rather than a silent mix.
+        _atomic_write(tpath, data)
+        _atomic_write(jpath, json.dumps(state, indent=1, allow_nan=True).encode("utf-8"))
+
+    def _read_checkpoint(self, path):
+        """Read and verify everything; returns ``(state, arrays)`` without touching the model."""
+        stn = _safetensors()
+        tpath, jpath = checkpoint_paths(path)
+        for p in (tpath, jpath):
+            if not os.path.isfile(p):
+                raise CheckpointError(f"checkpoint: {p} does not exist")
+        try:
+            with open(jpath, "rb") as f:
+                state = json.loads(f.read().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"checkpoint: {jpath} is not valid JSON ({e}); it is truncated or corrupted") \
+                from None
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise CheckpointError(f"checkpoint: {jpath} has format {got!r}, expected {CHECKPOINT_FORMAT!r}")
+        recorded = state.pop("digest", None)
+        if recorded != _digest(state):
+            raise CheckpointError(f"checkpoint: {jpath} was modified after it was written (digest mismatch)")
+        if state.get("task") != self.name:
+            raise CheckpointError(f"checkpoint: {jpath} was written for task {state.get('task')!r}, "
+                                  f"this run is {self.name!r}")
+        want = {"class": type(self.model).__name__, "config": _model_config(self.model)}
+        if state["model"] != want:
+            raise CheckpointError(f"checkpoint: {jpath} holds model {state['model']['class']} "
+                                  f"{state['model']['config']}, this run builds {want['class']} {want['config']}")
+        if state["optimizer"]["class"] != type(self.optimizer).__name__:
+            raise CheckpointError(f"checkpoint: optimizer {state['optimizer']['class']} in the checkpoint, "
+                                  f"{type(self.optimizer).__name__} in this run")
+        tr = state["trainer"]
+        if tr["batch_size"] != self.loader.batch_size or tr["steps_per_epoch"] != self.steps_per_epoch:
+            raise CheckpointError(f"checkpoint: written with batch size {tr['batch_size']} "
+                                  f"({tr['steps_per_epoch']} batches per epoch), this run has "
+                                  f"{self.loader.batch_size} ({self.steps_per_epoch})")
+        if tr["loader_seed"] != getattr(self.loader, "seed", None):
+            raise CheckpointError(f"checkpoint: the loader was seeded {tr['loader_seed']}, this run's loader "
+                                  f"{getattr(self.loader, 'seed', None)}")
+        if tr.get("hparams") != _jsonable(self.hparams, "hparams"):
+            raise CheckpointError(f"checkpoint: written with settings {tr.get('hparams')}, this run has "
+                                  f"{self.hparams}")
+        with open(tpath, "rb") as f:
+            data = f.read()
+        meta = state["tensors"]
+        if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            raise CheckpointError(f"checkpoint: {tpath} ({len(data)} bytes) does not match the {meta['bytes']} "
+                                  f"bytes recorded in {jpath}: truncated, modified, or from another save")
+        try:
+            arrays = stn.load(data)
+        except Exception as e:  # noqa: BLE001 - any parse failure means a corrupt file
+            raise CheckpointError(f"checkpoint: {tpath} cannot be read as safetensors ({e})") from None
+        entries = meta["entries"]
+        if set(arrays) != set(entries):
+            raise CheckpointError(f"checkpoint: {tpath} holds tensors {sorted(set(arrays) ^ set(entries))[:5]} "
+                                  f"that do not match its JSON record")
+        for k, a in arrays.items():
+            if [str(a.dtype), list(a.shape)] != entries[k]:
+                raise CheckpointError(f"checkpoint: tensor {k} is {a.dtype}{list(a.shape)}, "
+                                      f"recorded as {entries[k]}")
+        msd = self.model.state_dict()
+        have = {k[len("model/"):] for k in arrays if k.startswith("model/")}
+        if have != set(msd):
+            missing, extra = sorted(set(msd) - have), sorted(have - set(msd))
+            raise CheckpointError(f"checkpoint: model entries differ (missing {missing[:5]}, unexpected "
+                                  f"{extra[:5]})")
+        for k, v in msd.items():
+            a = arrays["model/" + k]
+            if tuple(a.shape) != tuple(v.shape) or a.dtype != v.dtype:
+                raise CheckpointError(f"checkpoint: {k} is {a.dtype}{tuple(a.shape)} in the checkpoint, "
+                                      f"{v.dtype}{tuple(v.shape)} in the model")
+        groups = state["optimizer"]["param_groups"]
+        if len(groups) != len(self.optimizer.param_groups):
+            raise CheckpointError(f"checkpoint: {len(groups)} optimizer parameter groups, this optimizer has "
+                                  f"{len(self.optimizer.param_groups)}")
+        params = []
+        for sg, g in zip(groups, self.optimizer.param_groups):
+            if len(sg["params"]) != len(g["params"]):
+                raise CheckpointError(f"checkpoint: an optimizer group has {len(sg['params'])} parameters, "
+                                      f"this optimizer's has {len(g['params'])}")
+            params.extend(zip(sg["params"], g["params"]))
+        by_index = dict(params)
+        for idx, entry in state["optimizer"]["state"].items():
+            p = by_index.get(int(idx))
+            if p is None:
+                raise CheckpointError(f"checkpoint: optimizer state for unknown parameter {idx}")
+            for k, v in entry.items():
+                if isinstance(v, dict) and "__tensor__" in v:
+                    a = arrays.get(v["__tensor__"])
+                    if a is None:
+                        raise CheckpointError(f"checkpoint: optimizer tensor {v['__tensor__']} is missing")
+                    if k != "step" and tuple(a.shape) != tuple(p.shape):
+                        raise CheckpointError(f"checkpoint: optimizer state {idx}/{k} has shape "
+                                              f"{tuple(a.shape)}, its parameter {tuple(p.shape)}")
+        if tr["in_epoch"] and self._uses_global_rng_order() and "trainer/order" not in arrays:
+            raise CheckpointError("checkpoint: the current epoch's batch order is missing")
+        return state, arrays
+
+    def load_checkpoint(self, path=None) -> dict:
+        """Restore model, optimizer, scheduler and trainer state from ``path``; returns the trainer state.
+
+        Everything is verified first (see the module docstring); on any mismatch a
+        :class:`CheckpointError` is raised and nothing has been changed.
+        """
+        path = os.fspath(path or self.checkpoint)
+        state, arrays = self._read_checkpoint(path)
+        self.model.load_state_dict({k[len("model/"):]: a for k, a in arrays.items() if k.startswith("model/")})
+        ostate = {}
+        for idx, entry in state["optimizer"]["state"].items():
+            ostate[int(idx)] = {k: (arrays[v["__tensor__"]] if isinstance(v, dict) and "__tensor__" in v else v)
+                                for k, v in entry.items()}
+        self.optimizer.load_state_dict({"state": ostate, "param_groups": state["optimizer"]["param_groups"]})
+        if self.scheduler is not None and state.get("scheduler"):
+            self.scheduler.load_state_dict(state["scheduler"]["state"])
+        tr = state["trainer"]
+        self.step, self.epoch, self.pos = int(tr["step"]), int(tr["epoch"]), int(tr["pos"])
+        self.samples_seen, self.train_seconds = int(tr["samples_seen"]), float(tr["train_seconds"])
+        self.history = tr["history"]
+        if tr["in_epoch"]:
+            self._order = (arrays["trainer/order"] if self._uses_global_rng_order()
+                           else self._epoch_order(self.epoch))
+        else:
+            self._order = None
+        _set_rng_state(tr["rng"])
+        return tr
+
+
+# ---- the example tasks --------------------------------------------------------------------------
+
+@dataclass
+class TaskSpec:
+    """One ``torchlean train MODEL`` example: data, model, and defaults sized for two CPU cores."""
+
+    name: str
+    data: str
+    metric: str
+    goal: str
+    build: object  # build(seed, batch_size, device) -> dict(model, loss_fn, loader, eval_fn, ...)
+    batch_size: int
+    lr: float
+    epochs: int | None = None
+    steps: int | None = None
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    grad_clip: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+_DATA_CACHE: dict = {}
+
+
+def _digits(seed):
+    from .data import load_digits
+    key = ("digits", seed)
+    if key not in _DATA_CACHE:
+        _DATA_CACHE[key] = (load_digits("train", seed=seed), load_digits("test", seed=seed))
+    return _DATA_CACHE[key]
+
+
+def _accuracy_eval(xt, yt, batch=512):
+    yt_np = yt.numpy()
+
+    def eval_fn(model):
+        from . import nn as _nn
+        correct, loss_sum = 0, 0.0
+        for i in range(0, xt.shape[0], batch):
+            logits = model(xt[i:i + batch])
+            loss_sum += float(_nn.F.cross_entropy(logits, yt[i:i + batch], reduction="sum").item())
+            correct += int((logits.numpy().argmax(-1) == yt_np[i:i + batch]).sum())
+        n = xt.shape[0]
+        return {"accuracy": correct / n, "test_loss": loss_sum / n}
+    return eval_fn
+
+
+def digits_task(make_model, images):
+    """Builder of a digits example: ``make_model()``, cross-entropy, test accuracy."""
+    def build(seed, batch_size, device):
+        from .data import DataLoader, TensorDataset, as_images
+        (x, y), (xt, yt) = _digits(0)
+        if images:
+            x, xt = as_images(x), as_images(xt)
+        x, y, xt, yt = (t.to(device=device) for t in (x, y, xt, yt))
+        loader = DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=True, seed=seed)
+        return {"model": make_model(), "loss_fn": nn.F.cross_entropy, "loader": loader,
+                "eval_fn": _accuracy_eval(xt, yt)}
+    return build
+
+
+def _burgers(n_train, n_test, grid):
+    from .data import burgers_dataset
+    key = ("burgers", n_train, n_test, grid)
+    if key not in _DATA_CACHE:
+        u0, uT = burgers_dataset(n_train + n_test, grid=grid, seed=0)
+        _DATA_CACHE[key] = (u0[:n_train], uT[:n_train], u0[n_train:], uT[n_train:])
+    return _DATA_CACHE[key]
+
+
+def _rel_l2_loss(pred, target):
+    """Mean over samples of ||pred - target|| / ||target|| (the FNO paper's training loss)."""
+    d = pred - target
+    num = (d * d).sum(dim=-1).sqrt()
+    den = (target * target).sum(dim=-1).sqrt()
+    return (num / den).mean()
+
+
+def burgers_task(n_train=800, n_test=200, grid=64, **model_kw):
+    """Builder of the FNO1d example: Burgers pairs, relative-L2 loss and metric."""
+    def build(seed, batch_size, device):
+        from .data import DataLoader, TensorDataset
+        from .models import FNO1d
+        u0, uT, v0, vT = (t.to(device=device) for t in _burgers(n_train, n_test, grid))
+        loader = DataLoader(TensorDataset(u0, uT), batch_size=batch_size, shuffle=True, seed=seed)
+        vt_np = vT.numpy().astype(np.float64)
+
+        def eval_fn(model):
+            pred = np.concatenate([model(v0[i:i + 100]).numpy() for i in range(0, v0.shape[0], 100)])
+            err = np.linalg.norm(pred - vt_np, axis=-1) / np.linalg.norm(vt_np, axis=-1)
+            return {"rel_l2": float(err.mean())}
+        model = FNO1d(**{"modes": 16, "width": 32, "n_layers": 4, **model_kw})
+        return {"model": model, "loss_fn": _rel_l2_loss, "loader": loader, "eval_fn": eval_fn}
+    return build
+
+
+def _text(max_chars):
+    from .data import CharTokenizer, text_corpus, train_val_split, unigram_baseline
+    key = ("text", max_chars)
+    if key not in _DATA_CACHE:
+        text, vocab = text_corpus(max_chars=max_chars, seed=0)
+        tok = CharTokenizer(vocab)
+        tr, va = train_val_split(tok.encode(text), 0.1)
+        _DATA_CACHE[key] = (tok, tr, va, unigram_baseline(tr, va, tok.vocab_size))
+    return _DATA_CACHE[key]
+
+
+def _lm_loss(logits, target):
+    return nn.F.cross_entropy(logits.reshape((-1, logits.shape[-1])), target.reshape((-1,)))
+
+
+def text_task(kind, block=64, max_chars=400_000, val_windows=96, **model_kw):
+    """Builder of the GPT / Mamba examples: next-character prediction on the stdlib corpus."""
+    def build(seed, batch_size, device):
+        from .data import CharDataset, DataLoader, Subset
+        from .models import GPT, MambaLM
+        tok, tr, va, base = _text(max_chars)
+        ds = CharDataset(tr, block)
+        # Non-overlapping windows make an epoch one pass over the training text.
+        train = Subset(ds, np.arange(0, len(ds), block))
+        loader = DataLoader(train, batch_size=batch_size, shuffle=True, drop_last=True, seed=seed,
+                            device=device)
+        vds = CharDataset(va, block)
+        vidx = np.arange(0, len(vds), block)[:val_windows]
+        vx, vy = vds.batch(vidx, device)
+
+        def eval_fn(model):
+            total = 0.0
+            for i in range(0, vx.shape[0], 32):
+                total += float(_lm_loss(model(vx[i:i + 32]), vy[i:i + 32]).item()) * vx[i:i + 32].shape[0]
+            return {"val_loss": total / vx.shape[0], "unigram": base}
+        if kind == "gpt":
+            model = GPT(tok.vocab_size, block_size=block, **{"n_layer": 2, "n_head": 4, "n_embd": 64, **model_kw})
+        else:
+            model = MambaLM(tok.vocab_size, **{"d_model": 64, "n_layer": 2, "d_state": 8, **model_kw})
+        return {"model": model, "loss_fn": _lm_loss, "loader": loader, "eval_fn": eval_fn,
+                "baseline": base}
+    return build
+
+
+def _mlp():
+    from .models import MLP
+    return MLP(64, [128, 64], 10)
+
+
+def _cnn():
+    from .models import CNN
+    return CNN()
+
+
+def _resnet():
+    from .models import ResNet
+    return ResNet()
+
+
+def _vit():
+    from .models import ViT
+    return ViT()
+
+
+TASKS = {
+    "mlp": TaskSpec("mlp", "digits (8x8)", "accuracy", ">= 95%", digits_task(_mlp, False), 64, 1e-3, epochs=20),
+    "cnn": TaskSpec("cnn", "digits (8x8)", "accuracy", ">= 97%", digits_task(_cnn, True), 64, 2e-3, epochs=20),
+    "resnet": TaskSpec("resnet", "digits (8x8)", "accuracy", ">= 97%", digits_task(_resnet, True), 64, 2e-3,
+                       epochs=6),
+    "vit": TaskSpec("vit", "digits (8x8)", "accuracy", ">= 95%", digits_task(_vit, True), 64, 1e-3, epochs=20,
+                    optimizer="adamw", weight_decay=0.01),
+    "fno1d": TaskSpec("fno1d", "Burgers (nu=0.01, grid 64)", "rel_l2", "<= 5%", burgers_task(), 20, 2e-3,
+                      epochs=30),
+    "mamba": TaskSpec("mamba", "stdlib text (chars)", "val_loss", "< unigram", text_task("mamba"), 32, 3e-3,
+                      steps=200, grad_clip=1.0),
+    "gpt": TaskSpec("gpt", "stdlib text (chars)", "val_loss", "< unigram", text_task("gpt"), 32, 3e-3,
+                    steps=300, grad_clip=1.0),
+}
+
+
+def build_task(name, *, device="cpu", steps=None, epochs=None, batch_size=None, lr=None, seed=0,
+               checkpoint=None, progress="auto", build=None):
+    """A ready :class:`Trainer` for one of :data:`TASKS` (the model is initialised from ``seed``).
+
+    ``build`` replaces the task's builder (e.g. ``text_task("gpt", n_embd=32)`` for a smaller model).
+    """
+    if name not in TASKS:
+        raise TorchLeanError(f"train: unknown model {name!r}; choose one of {', '.join(TASKS)}")
+    spec = TASKS[name]
+    bs = int(batch_size or spec.batch_size)
+    lr = float(lr if lr is not None else spec.lr)
+    from . import manual_seed
+    manual_seed(seed)
+    parts = (build or spec.build)(seed, bs, device)
+    model = parts["model"].to(device=device)
+    params = list(model.parameters())
+    if spec.optimizer == "adamw":
+        opt = optim.AdamW(params, lr=lr, weight_decay=spec.weight_decay)
+    else:
+        opt = optim.Adam(params, lr=lr, weight_decay=spec.weight_decay)
+    if steps is None and epochs is None:
+        steps, epochs = spec.steps, spec.epochs
+    eval_every = None
+    if spec.steps is not None:
+        eval_every = max(1, min(len(parts["loader"]), 100))
+    hp = {"batch_size": bs, "lr": lr, "seed": int(seed)}
+    trainer = Trainer(model, opt, parts["loss_fn"], parts["loader"], parts["eval_fn"], device=device,
+                      checkpoint=checkpoint, steps=steps, epochs=epochs, grad_clip=spec.grad_clip,
+                      progress=progress, name=name, metric=spec.metric, eval_every=eval_every, hparams=hp)
+    trainer.baseline = parts.get("baseline")
+    return trainer
+
+
+_METRIC_LABELS = {"accuracy": "test accuracy", "rel_l2": "test relative L2 error",
+                  "val_loss": "validation loss (nats / char)"}
+
+
+def plot_history(history, path, title="", metric=None, baseline=None) -> None:
+    """Loss (per step, with a moving average) and the evaluation metric, side by side, to a PNG."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise BackendUnavailableError("--plot needs matplotlib: pip install matplotlib") from e
+    steps, loss = np.asarray(history["step"]), np.asarray(history["loss"], dtype=np.float64)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3), dpi=90)
+    ax = axes[0]
+    ax.plot(steps, loss, color="0.75", lw=0.8, label="batch")
+    if len(loss) >= 10:
+        w = max(2, len(loss) // 25)
+        ma = np.convolve(loss, np.ones(w) / w, mode="valid")
+        ax.plot(steps[w - 1:], ma, color="C0", lw=1.5, label=f"mean of {w}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_yscale("log" if np.all(loss > 0) else "linear")
+    ax.legend(frameon=False, fontsize=8)
+    ax = axes[1]
+    ev = history["eval"]
+    if ev and metric:
+        ax.plot([e["step"] for e in ev], [e[metric] for e in ev], "o-", color="C1", ms=3, label=metric)
+        if baseline is not None:
+            ax.axhline(baseline, color="0.4", ls="--", lw=1, label=f"unigram {baseline:.2f}")
+        ax.legend(frameon=False, fontsize=8)
+    ax.set_xlabel("step")
+    ax.set_ylabel(_METRIC_LABELS.get(metric, metric or ""))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _format_metric(metric, value):
+    return f"{100 * value:.2f}%" if metric in ("accuracy", "rel_l2") else f"{value:.4f}"
+
+
+def main(model, *, device="cpu", steps=None, batch_size=None, lr=None, checkpoint=None, plot=None,
+         epochs=None, seed=0, resume=False, progress="auto", out=None) -> int:
+    """``torchlean train MODEL``: train one of :data:`TASKS`, print a summary; returns 0.
+
+    ``resume=True`` continues from ``checkpoint`` (the run's settings must match the
+    checkpoint's; ``steps`` / ``epochs`` may extend the run).
+    """
+    out = out or sys.stdout
+    if steps is not None and epochs is not None:
+        raise TorchLeanError("train: give --steps or --epochs, not both")
+    if resume and not checkpoint:
+        raise TorchLeanError("train: --resume needs --checkpoint PATH")
+    if plot:  # fail before training, not after
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as e:
+            raise BackendUnavailableError("--plot needs matplotlib: pip install matplotlib") from e
+    t0 = time.perf_counter()
+    trainer = build_task(model, device=device, steps=steps, epochs=epochs, batch_size=batch_size, lr=lr,
+                         seed=seed, checkpoint=checkpoint, progress=progress)
+    spec = TASKS[model]
+    if resume:
+        tr = trainer.load_checkpoint(checkpoint)
+        if steps is None and epochs is None:
+            trainer.total_steps = int(tr["total_steps"])
+        if trainer.total_steps < trainer.step:
+            raise TorchLeanError(f"train: the checkpoint is at step {trainer.step}, past the requested "
+                                 f"{trainer.total_steps} steps")
+        print(f"{model}: resumed at step {trainer.step} (epoch {trainer.epoch}) of {trainer.total_steps}",
+              file=out)
+    nparams = sum(int(np.prod(p.shape)) for p in trainer.model.parameters())
+    print(f"{model}: {type(trainer.model).__name__} ({nparams:,} parameters) on {spec.data}, {device}, "
+          f"{trainer.total_steps} steps of batch {trainer.loader.batch_size}", file=out)
+    trainer.fit()
+    res = trainer.final_metrics()
+    wall = time.perf_counter() - t0
+    m = spec.metric
+    line = f"{model}: {m} {_format_metric(m, res[m])}" if m in res else f"{model}: no evaluation"
+    if getattr(trainer, "baseline", None) is not None:
+        line += f" (unigram baseline {trainer.baseline:.4f})"
+    line += (f", goal {spec.goal}; {trainer.step} steps in {wall:.1f} s, "
+             f"{trainer.throughput:,.0f} samples/s")
+    if plot:
+        plot_history(trainer.history, plot, title=f"{model} on {spec.data}", metric=m,
+                     baseline=getattr(trainer, "baseline", None))
+        line += f"; plot {plot}"
+    if checkpoint:
+        line += f"; checkpoint {checkpoint}"
+    print(line, file=out)
+    return 0
