@@ -242,10 +242,10 @@ _ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.2788680
 def _erfc32(x):
     # In-place Horner steps: each pass reuses one buffer instead of allocating a temporary.
     z = np.abs(x)
-    t = z * np.float32(0.5)
+    t = np.array(z * np.float32(0.5), ndmin=0)  # an array even for 0-d x: the steps below are in place
     t += np.float32(1)
     np.reciprocal(t, out=t)
-    p = t * np.float32(_ERFC[-1])
+    p = np.array(t * np.float32(_ERFC[-1]), ndmin=0)
     for c in _ERFC[-2:0:-1]:
         p += np.float32(c)
         p *= t
