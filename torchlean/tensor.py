@@ -825,6 +825,17 @@ def manual_seed(seed: int) -> None:
     _RNG.counter = 0
 
 
+def get_rng_state() -> tuple:
+    """The generator's state, ``(seed, counter)``: the next draw uses this counter."""
+    return (_RNG.seed, _RNG.counter)
+
+
+def set_rng_state(state) -> None:
+    """Restore a state from :func:`get_rng_state` (checkpoints resume bit for bit)."""
+    seed, counter = state
+    _RNG.seed, _RNG.counter = int(seed), int(counter)
+
+
 def next_rng_key():
     """(seed, counter) for one random draw; advances the counter."""
     return _RNG.next()

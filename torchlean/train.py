@@ -52,7 +52,7 @@ import numpy as np
 
 from . import nn, optim
 from .errors import BackendUnavailableError, TorchLeanError
-from .tensor import Tensor, _RNG, no_grad
+from .tensor import Tensor, get_rng_state, no_grad, set_rng_state
 
 __all__ = ["Trainer", "CheckpointError", "TASKS", "main", "build_task", "checkpoint_paths", "digits_task",
            "burgers_task", "text_task", "plot_history"]
@@ -121,11 +121,11 @@ def checkpoint_paths(path) -> tuple[str, str]:
 
 
 def _rng_state():
-    return [int(_RNG.seed), int(_RNG.counter)]
+    return [int(v) for v in get_rng_state()]
 
 
 def _set_rng_state(state):
-    _RNG.seed, _RNG.counter = int(state[0]), int(state[1])
+    set_rng_state(state)
 
 
 def _model_config(model):
