@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import numpy as np
 
+from .fileio import atomic_write
 from .errors import BackendUnavailableError, TorchLeanError
 from .tensor import Tensor, _place
 
@@ -110,19 +110,7 @@ def save(obj, path) -> None:
         tensors = {}
         meta["tree"] = json.dumps(_encode(obj, [], tensors))
     data = stn.save(tensors, metadata=meta)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    atomic_write(path, data)
 
 
 def load(path, device: str = "cpu"):

@@ -44,7 +44,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -52,6 +51,7 @@ import numpy as np
 
 from . import nn, optim
 from .errors import BackendUnavailableError, TorchLeanError
+from .fileio import atomic_write
 from .tensor import Tensor, get_rng_state, no_grad, set_rng_state
 
 __all__ = ["Trainer", "CheckpointError", "TASKS", "main", "build_task", "checkpoint_paths", "digits_task",
@@ -90,20 +90,7 @@ def _jsonable(v, where):
     raise CheckpointError(f"checkpoint: cannot store {type(v).__name__} at {where}")
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+
 
 
 def _safetensors():
@@ -404,8 +391,8 @@ class Trainer:
         state["digest"] = _digest(state)
         # Tensors first: a crash between the two renames leaves a JSON whose recorded hash
         # does not match the new tensors, which loading refuses, rather than a silent mix.
-        _atomic_write(tpath, data)
-        _atomic_write(jpath, json.dumps(state, indent=1, allow_nan=True).encode("utf-8"))
+        atomic_write(tpath, data)
+        atomic_write(jpath, json.dumps(state, indent=1, allow_nan=True).encode("utf-8"))
 
     def _read_checkpoint(self, path):
         """Read and verify everything; returns ``(state, arrays)`` without touching the model."""

@@ -8,15 +8,15 @@ two processes generating the same data set at once both end with a whole one.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from ..fileio import atomic_write
 
 
 def cache_root(cache_dir=None) -> Path:
@@ -46,14 +46,4 @@ def load_npz(path: Path):
 
 def save_npz_atomic(path: Path, **arrays) -> None:
     """Write ``arrays`` to ``path`` atomically (temporary file in the same directory, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fileio import atomic_write
 from ..errors import BackendUnavailableError, IRError, TorchLeanError
 from .graph import Graph, Node, Payload
 from .infer import check
@@ -250,11 +251,8 @@ def save(g: Graph, payload, path) -> None:
     if len(payload):
         side_bytes = _payload_bytes(payload)
         side_name = os.path.basename(path) + SIDE_SUFFIX
-        with open(path + SIDE_SUFFIX, "wb") as f:
-            f.write(side_bytes)
-    text = dumps(g, payload, side_name, side_bytes)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+        atomic_write(path + SIDE_SUFFIX, side_bytes)
+    atomic_write(path, dumps(g, payload, side_name, side_bytes))
 
 
 def _reject_constant(name):
