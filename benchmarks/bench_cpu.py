@@ -24,9 +24,7 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +34,7 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import torchlean as tl
+from torchlean.testing.timing import median_times  # noqa: E402
 
 TINY_CHAIN = 25  # iterations of the 4-op chain per timed call (100 ops)
 
@@ -55,27 +54,6 @@ def blas_threads() -> tuple[int, str]:
     return os.cpu_count() or 1, "blas (assumed: one thread per core)"
 
 
-def median_times(fns: dict, runs: int, warmup: int, blocks: int = 5) -> dict:
-    """Median wall time in seconds of each ``fns[name]()`` over ``runs`` calls after ``warmup``.
-
-    The functions take turns in ``blocks`` blocks of consecutive calls, so a change in
-    machine load during the measurement affects each alike; within a block one
-    framework runs alone (its thread pool's spin-waiting does not slow the other),
-    and the first call after a switch is not timed.
-    """
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    ts = {name: [] for name in fns}
-    per_block = max(1, -(-runs // blocks))
-    for _ in range(blocks):
-        for name, fn in fns.items():
-            fn()
-            for _ in range(per_block):
-                t0 = time.perf_counter()
-                fn()
-                ts[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in ts.items()}
 
 
 # ---- data shared by both frameworks -------------------------------------------------------------

@@ -8,25 +8,13 @@ warm-up; inputs are random (never zeros). Not a test: prints a table of ratios
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import numpy as np
 
 
 def _events_time(fn, reps, sync):
-    import cupy
-    for _ in range(5):
-        fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        a, b = cupy.cuda.Event(), cupy.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(a, b))
-    return statistics.median(times)
+    from torchlean.testing.timing import event_median_ms
+    return event_median_ms(fn, reps, 5, sync)
 
 
 def tl_step(sizes, batch):

@@ -23,9 +23,7 @@ Cases, each the median of many runs after a warm-up, in one process:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +33,7 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import torchlean as tl
+from torchlean.testing.timing import median_times  # noqa: E402
 
 from torchlean import ir
 from torchlean.ir.gen import random_graph
@@ -49,29 +48,6 @@ def median_time(fn, runs: int, warmup: int, sync=None) -> float:
     return median_times({"fn": fn}, runs, warmup, sync, blocks=1)["fn"]
 
 
-def median_times(fns: dict, runs: int, warmup: int, sync=None, blocks: int = 10) -> dict:
-    """Median wall time in seconds of each ``fns[name]()``, the cases taking turns in blocks.
-
-    Taking turns spreads a change in machine load over every case alike; the first
-    call after a switch is not timed.
-    """
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    ts = {name: [] for name in fns}
-    per_block = max(1, -(-runs // blocks))
-    for _ in range(blocks):
-        for name, fn in fns.items():
-            fn()
-            if sync:
-                sync()
-            for _ in range(per_block):
-                t0 = time.perf_counter()
-                fn()
-                if sync:
-                    sync()
-                ts[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in ts.items()}
 
 
 def graph_of_about(n_nodes: int, seed: int = 0):
