@@ -10,6 +10,9 @@ Cases, each the median of many runs after a warm-up, in one process:
   - ``program``: ``ir.compile``'d graph, ``prog(x); prog.backward()``;
   - ``tl.compile``: the traced module, ``f(x); f.backward()`` (writes ``.grad``);
   - ``eager tape``: ``loss_fn(x).backward()`` on the Tensor front end;
+  - with ``--cuda-graph``: ``program, CUDA graph`` (``ir.compile(..., cuda_graph=True)``:
+    an input copy and two graph launches) and ``tl.compile, CUDA graph`` (the same plus
+    the parameter copies into the graph's buffers and the ``.grad`` writes);
   - ``torch``: PyTorch eager, the same weights (when torch is installed);
 
   and the ratios to the eager tape and to torch.
@@ -168,6 +171,14 @@ def main(argv=None) -> int:
                 gprog(xt)
                 gprog.backward()
             cases["program, CUDA graph"] = graph_step
+            fg = tl.compile(loss_fn, xt, cuda_graph=True)
+
+            def compiled_graph_step():
+                for p in model.parameters():
+                    p.grad = None
+                fg(xt)
+                fg.backward()
+            cases["tl.compile, CUDA graph"] = compiled_graph_step
     torch_t = None
     if args.against == "torch":
         try:

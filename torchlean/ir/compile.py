@@ -541,9 +541,17 @@ class _CudaGraph:
     runs in the captured order. The warm-up step before capture runs on the
     capture stream with the same pool, so the capture is served from cached
     blocks (and compiles kernels, creates cuBLAS/cuFFT state) outside capture.
+
+    Matrix products: CuPy's cuBLAS wrappers refuse to run during capture, so the warm-up
+    and the capture run inside :func:`torchlean.kernels.cuda.gemm.capture_scope`, which
+    sends them to direct cuBLAS calls with a workspace taken from the private pool before
+    capture (cuBLAS then allocates nothing inside the graphs). The warm-up thereby makes
+    the same calls, and the same allocations, as the capture.
     """
 
     def __init__(self, prog: Program):
+        from ..kernels.cuda import gemm
+
         K = prog.K
         cp = K.xp
         self.prog = prog
@@ -553,7 +561,8 @@ class _CudaGraph:
         outs = prog.output_slots
         # The payload was uploaded on the legacy stream, which a non-blocking stream does not wait for.
         cp.cuda.Device().synchronize()
-        with cp.cuda.using_allocator(self.pool.malloc), self.stream:
+        with cp.cuda.using_allocator(self.pool.malloc), self.stream, \
+                gemm.capture_scope(self.stream) as self.workspace:
             self.inputs = [K.zeros(shape, prog.dtype) for _, _, shape in prog.input_slots]
             try:
                 prog._run(prog._start(self.inputs), prog._live)
