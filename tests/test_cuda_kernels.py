@@ -757,3 +757,234 @@ def test_layer_norm_native(K, rng, rows, n, dtype):
         g = rand(rng, (rows, n), dtype)
         # dgamma/dbeta sum over every row: host and device add in different orders in float32.
         check(K, "layer_norm_bwd", x, gm, mean, rstd, g, tol=(1e-3, 1e-3) if dtype == np.float32 else tol)
+
+
+# ---- direct cuBLAS: the matrix products recorded in CUDA graphs ----------------------------
+
+
+def _same_product(cp, got, want):
+    """Equal to ``cupy.matmul``'s product up to summation order (relative norm of the difference)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape, got.dtype, want.dtype)
+    g, w = cp.asnumpy(got), cp.asnumpy(want)
+    assert not np.isnan(g).any(), "unwritten (NaN) output elements"
+    tol = 1e-5 if w.dtype == np.float32 else 1e-12
+    assert np.linalg.norm(g - w) <= tol * np.linalg.norm(w) + 1e-30
+
+
+GEMM_CASES = [
+    ((31, 65), (65, 17)),             # odd sizes
+    ((1, 1), (1, 1)),
+    ((1, 65), (65, 1)),
+    ((7,), (7, 5)), ((5, 7), (7,)), ((7,), (7,)),
+    ((3, 31, 65), (3, 65, 17)),       # batched
+    ((2, 1, 5, 7), (3, 7, 4)),        # broadcast batch axes
+    ((4, 5, 7), (7, 3)), ((5, 7), (2, 7, 3)), ((2, 3, 5, 7), (7,)),
+    ((0, 7), (7, 4)), ((3, 0), (0, 4)), ((2, 0, 3), (2, 3, 5)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa,sb", GEMM_CASES)
+def test_gemm_direct_equals_cupy_matmul(K, cp, rng, sa, sb, dtype):
+    from torchlean.kernels.cuda import gemm
+    a, b = cp.asarray(rand(rng, sa, dtype)), cp.asarray(rand(rng, sb, dtype))
+    want = cp.matmul(a, b)
+    poison(want.nbytes)
+    _same_product(cp, gemm.gemm(a, b), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_transposed_and_strided_operands(K, cp, rng, dtype):
+    from torchlean.kernels.cuda import gemm
+    a, b = cp.asarray(rand(rng, (65, 31), dtype)), cp.asarray(rand(rng, (17, 65), dtype))
+    A, B = cp.asarray(rand(rng, (3, 7, 5), dtype)), cp.asarray(rand(rng, (3, 9, 7), dtype))
+    big = cp.asarray(rand(rng, (80, 70), dtype))
+    cases = [
+        (a.T, b.T),                                    # both transposed views: cuBLAS's T flag
+        (a.T, cp.ascontiguousarray(b.T)), (cp.ascontiguousarray(a.T), b.T),
+        (big[:31, :65], big[3:68, 40:57]),             # row pitch larger than the row (ld > cols)
+        (big[:65, 2:33].T, big[:65, :17]),             # a transposed view of a padded block
+        (big[::2, :65], big[:65, ::-1][:, :17]),       # every other row; negative strides (copied)
+        (cp.swapaxes(A, 1, 2), cp.swapaxes(B, 1, 2)),  # batched transposes
+        (A[:, ::2], B[:, ::2].transpose(0, 2, 1)[:, :5, :]),
+        (cp.broadcast_to(A[0], (4, 7, 5)), cp.ones((4, 5, 3), dtype)),  # a zero batch stride (copied)
+        (B[:, :, :5].T, cp.ones((5, 3, 4), dtype)),    # a full 3-d transpose (copied)
+    ]
+    for x, y in cases:
+        want = cp.matmul(x, y)
+        poison(want.nbytes)
+        _same_product(cp, gemm.gemm(x, y), want)
+
+
+def test_gemm_is_strict_fp32_unless_tf32_is_set(K, cp, rng):
+    import torchlean.cuda as tc
+    from torchlean.kernels.cuda import gemm
+    a, b = rand(rng, (512, 512), np.float32), rand(rng, (512, 512), np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+
+    def err():
+        got = cp.asnumpy(gemm.gemm(cp.asarray(a), cp.asarray(b)))
+        return np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert err() < 1e-5
+    tc.set_tf32(True)
+    try:
+        assert err() > 1e-5  # TF32's 10-bit mantissa: near 1e-4 .. 1e-3
+    finally:
+        tc.set_tf32(False)
+    assert err() < 1e-5
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_is_captured_by_a_cuda_graph(K, cp, rng, dtype):
+    """Products inside a stream capture: recorded, and each replay reads the inputs' new values."""
+    from torchlean.kernels.cuda import gemm
+    assert not gemm.active()
+    a = cp.asarray(rand(rng, (3, 33, 65), dtype))
+    w = cp.asarray(rand(rng, (17, 65), dtype))
+    pool, stream = cp.cuda.MemoryPool(), cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+
+    def step():
+        y = K.linear(a, w, None)                                  # a batch against w.T
+        z = K.matmul(cp.swapaxes(y, 1, 2), y)                     # batched, a transposed operand
+        dx, dw, _ = K.linear_bwd(a, w, y, True, True, False)
+        return z, dx, dw
+
+    with cp.cuda.using_allocator(pool.malloc), stream, gemm.capture_scope(stream) as ws:
+        assert gemm.active() and ws is not None
+        step()
+        stream.synchronize()
+        stream.begin_capture()
+        outs = step()
+        graph = stream.end_capture()
+    assert not gemm.active()
+    for _ in range(2):
+        a[...] = cp.asarray(rand(rng, a.shape, dtype))
+        w[...] = cp.asarray(rand(rng, w.shape, dtype))
+        graph.launch()
+        cp.cuda.Device().synchronize()
+        y = cp.matmul(a, w.T)
+        wants = (cp.matmul(cp.swapaxes(y, 1, 2), y), cp.matmul(y, w),
+                 cp.matmul(y.reshape(-1, 17).T, a.reshape(-1, 65)))
+        for got, want in zip(outs, wants):
+            _same_product(cp, got, want)
+
+
+# ---- host-overhead paths: raw binary launches, fused NLL, vectorized sums, multi-tensor Adam --
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_binary_raw_launch_layouts(K, cp, rng, dtype):
+    """Same-dtype float operands in the one-launch layouts equal NumPy bit for bit (IEEE ops)."""
+    cases = [((1000,), (1000,)), ((4097,), (1,)), ((), (31,)), ((), ()), ((33, 65), (65,)), ((3, 5, 7), (7,)),
+             ((31,), ()), ((0,), (0,)), ((0, 4), (4,))]
+    for sa, sb in cases:
+        a, b = rand(rng, sa, dtype), rand(rng, sb, dtype, 0.5, 2.0)
+        for name, f in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide)):
+            for x, y in ((a, b), (b, a)) if name in ("sub", "div") else ((a, b),):
+                poison(max(np.broadcast(x, y).size, 1) * np.dtype(dtype).itemsize)
+                got = K.to_host(getattr(K, name)(dev(K, x), dev(K, y)))
+                want = f(x, y)
+                assert got.shape == want.shape and got.dtype == want.dtype, (name, sa, sb)
+                np.testing.assert_array_equal(got, want, err_msg=f"{name} {x.shape} {y.shape}")
+    # Layouts outside the fast path (strided views, mixed dtypes) still follow NumPy.
+    m = rand(rng, (8, 6), dtype)
+    got = K.to_host(K.add(dev(K, m)[:, ::2], dev(K, m)[:, 1::2]))
+    np.testing.assert_array_equal(got, m[:, ::2] + m[:, 1::2])
+    mixed = K.mul(dev(K, m), dev(K, m.astype(np.float32 if dtype == np.float64 else np.float64)))
+    assert mixed.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_bias_in_place_row_add(K, rng, dtype):
+    x, w, b = rand(rng, (37, 19), dtype), rand(rng, (23, 19), dtype), rand(rng, 23, dtype)
+    got = K.to_host(K.linear(dev(K, x), dev(K, w), dev(K, b)))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, x @ w.T + b, rtol=tol, atol=tol)
+
+
+def test_nll_fused_ignored_rows_and_empty(K, rng):
+    logp = H.log_softmax(rand(rng, (9, 4), np.float32))
+    target = np.full(9, -100, dtype=np.int64)  # every row ignored: mean is 0 / 0
+    out = K.to_host(K.nll_loss(dev(K, logp), dev(K, target), None, -100, "mean"))
+    assert np.isnan(out) and out.shape == ()
+    assert K.to_host(K.nll_loss(dev(K, logp), dev(K, target), None, -100, "sum")) == 0
+    g = K.to_host(K.nll_loss_bwd(dev(K, logp), dev(K, target), None, -100, "sum", dev(K, np.float32(2.0))))
+    assert g.shape == (9, 4) and not np.isnan(g).any() and (g == 0).all()
+    t2 = rng.integers(0, 4, 4097).astype(np.int64)
+    lp2 = H.log_softmax(rand(rng, (4097, 4), np.float64))
+    for red in ("mean", "sum", "none"):
+        check(K, "nll_loss", lp2, t2, None, 7, red)
+
+
+@pytest.mark.parametrize("n", [1 << 16, (1 << 16) + 3, 1 << 22, 3_000_001])
+def test_sum_vectorized_whole_array(K, cp, rng, n):
+    x = rand(rng, n, np.float32)
+    got = K.to_host(K.sum(dev(K, x)))
+    ref = x.astype(np.float64).sum()
+    assert abs(float(got) - ref) <= 1e-6 * np.abs(x.astype(np.float64)).sum()
+    np.testing.assert_allclose(K.to_host(K.mean(dev(K, x))), x.astype(np.float64).mean(), rtol=1e-5, atol=1e-7)
+    assert float(K.to_host(K.amax(dev(K, x), None))) == x.max()
+    d = dev(K, x)
+    off = d[1:]  # 4-byte offset: not 16-byte aligned, the scalar kernel runs
+    assert abs(float(K.to_host(K.sum(off))) - x[1:].astype(np.float64).sum()) <= 1e-6 * np.abs(x).sum()
+    x[n // 2] = np.nan
+    assert np.isnan(K.to_host(K.amax(dev(K, x), None)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("opts", [dict(), dict(weight_decay=0.1), dict(weight_decay=0.1, decoupled=True),
+                                  dict(ams=True), dict(maximize=True, weight_decay=0.05)])
+def test_adam_multi_matches_per_tensor(K, cp, rng, dtype, opts):
+    """One launch over many tensors (more than a launch's table holds) gives adam_step's bits."""
+    sizes = [1, 31, 0, 1000, 4097, 3] * 5
+    wd, dec, ams, mx = opts.get("weight_decay", 0.0), opts.get("decoupled", False), opts.get("ams", False), \
+        opts.get("maximize", False)
+    steps = [3 if i % 7 else 1 for i in range(len(sizes))]  # two step counts: two runs
+    host_state = []
+    for s in sizes:
+        host_state.append([rand(rng, s, dtype), rand(rng, s, dtype), rand(rng, s, dtype) * 0.1,
+                           rand(rng, s, dtype, 0.0, 0.5), rand(rng, s, dtype, 0.0, 0.6)])
+    ref = [[dev(K, a.copy()) for a in st] for st in host_state]
+    got = [[dev(K, a.copy()) for a in st] for st in host_state]
+    for (p, g, m, v, x), step in zip(ref, steps):
+        K.adam_step(p, -g if mx else g, m, v, step, 1e-2, 0.9, 0.999, 1e-8, wd, dec, x if ams else None)
+    # A transposed (non-contiguous) parameter takes the per-tensor kernel inside the multi call.
+    pm = rand(rng, (6, 5), dtype)
+    pg, pz = rand(rng, (5, 6), dtype), np.zeros((5, 6), dtype)
+    p_ref, p_got = dev(K, pm.copy()).T, dev(K, pm.copy()).T
+    m_ref, v_ref, m_got, v_got = (dev(K, pz.copy()) for _ in range(4))
+    K.adam_step(p_ref, -dev(K, pg) if mx else dev(K, pg), m_ref, v_ref, 2, 1e-2, 0.9, 0.999, 1e-8, wd, dec,
+                dev(K, pz.copy()) if ams else None)
+    K.adam_step_multi([s[0] for s in got] + [p_got], [s[1] for s in got] + [dev(K, pg)],
+                      [s[2] for s in got] + [m_got], [s[3] for s in got] + [v_got],
+                      [s[4] if ams else None for s in got] + [dev(K, pz.copy()) if ams else None],
+                      steps + [2], 1e-2, 0.9, 0.999, 1e-8, wd, dec, mx)
+    for r, o in zip(ref, got):
+        for k in (0, 2, 3, 4):
+            np.testing.assert_array_equal(K.to_host(o[k]), K.to_host(r[k]))
+    np.testing.assert_array_equal(K.to_host(p_got), K.to_host(p_ref))
+    np.testing.assert_array_equal(K.to_host(v_got), K.to_host(v_ref))
+
+
+def test_optimizer_adam_cuda_matches_cpu_trajectory(K):
+    """torch-style Adam on CUDA parameters (multi-tensor path) follows the CPU trajectory."""
+    import torchlean as tl
+    from torchlean import optim
+    rng = np.random.default_rng(5)
+    for kw in (dict(), dict(amsgrad=True, weight_decay=0.1), dict(maximize=True)):
+        for cls in (optim.Adam, optim.AdamW):
+            inits = [rng.standard_normal(s).astype(np.float32) for s in ((7, 3), (3,), (1,), (40,))]
+            grads = [[rng.standard_normal(a.shape).astype(np.float32) for a in inits] for _ in range(4)]
+            traj = []
+            for device in ("cpu", "cuda"):
+                ps = [tl.nn.Parameter(tl.tensor(a).to(device)) for a in inits]
+                opt = cls(ps, lr=1e-2, **kw)
+                for gs in grads:
+                    for p, g in zip(ps, gs):
+                        p.grad = tl.tensor(g).to(device)
+                    opt.step()
+                traj.append([p.numpy() for p in ps] + [opt.state_dict()["state"][0]["step"]])
+            for a, b in zip(traj[0][:-1], traj[1][:-1]):
+                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+            assert traj[0][-1] == traj[1][-1] == 4

@@ -84,23 +84,37 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        batched = self._update_many is not None
         for group in self.param_groups:
+            batch = None
             for p in group["params"]:
                 if p._grad is None:
                     continue
                 g = p._grad._value
                 if g.dtype != p.dtype:
                     g = g.astype(p.dtype)
-                if group.get("maximize", False):
-                    g = -g
                 st = self.state.get(p)
                 if st is None:
                     st = self.state[p] = {}
+                if batched and type(p._value) is not np.ndarray:
+                    # Device parameters are updated together after the loop (maximize included).
+                    if batch is None:
+                        batch = []
+                    batch.append((p, g, st))
+                    continue
+                if group.get("maximize", False):
+                    g = -g
                 self._update(p, g, st, group)
+            if batch:
+                self._update_many(batch, group)
         return loss
 
     def _update(self, p, g, state, group):
         raise TorchLeanError(f"{type(self).__name__} does not define an update")
+
+    # Subclasses whose device kernels update many parameters per launch define
+    # ``_update_many(items, group)`` over ``(param, grad, state)`` triples of device parameters.
+    _update_many = None
 
     # -- state dicts -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -242,7 +256,8 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))
 
-    def _update(self, p, g, state, group):
+    @staticmethod
+    def _init_state(p, state, group):
         if not state:
             state["step"] = 0
             state["exp_avg"] = _zeros_like(p)
@@ -250,6 +265,29 @@ class Adam(Optimizer):
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = _zeros_like(p)
         state["step"] += 1
+
+    def _update_many(self, items, group):
+        """One multi-tensor kernel over the device parameters (per-parameter kernels where the
+        device has none); every parameter gets exactly the update of :meth:`_update`."""
+        K = get_kernels(items[0][0].device)
+        multi = getattr(K, "adam_step_multi", None)
+        maximize = group.get("maximize", False)
+        if multi is None:
+            for p, g, st in items:
+                self._update(p, -g if maximize else g, st, group)
+            return
+        ams = group["amsgrad"]
+        for p, _, st in items:
+            self._init_state(p, st, group)
+        b1, b2 = group["betas"]
+        multi([p._value for p, _, _ in items], [g for _, g, _ in items], [st["exp_avg"] for _, _, st in items],
+              [st["exp_avg_sq"] for _, _, st in items],
+              [st.get("max_exp_avg_sq") if ams else None for _, _, st in items],
+              [st["step"] for _, _, st in items], group["lr"], b1, b2, group["eps"], group["weight_decay"],
+              self._decoupled, maximize)
+
+    def _update(self, p, g, state, group):
+        self._init_state(p, state, group)
         b1, b2 = group["betas"]
         get_kernels(p.device).adam_step(p._value, g, state["exp_avg"], state["exp_avg_sq"], state["step"],
                                         group["lr"], b1, b2, group["eps"], group["weight_decay"],

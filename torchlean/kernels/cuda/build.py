@@ -8,6 +8,8 @@ source rather than ``#include``-d, so that an edit to it changes that key.
 
 from __future__ import annotations
 
+import struct
+import threading
 from pathlib import Path
 
 import cupy
@@ -22,6 +24,9 @@ FLOATS = ("float", "double")
 ELEMS = ("unsigned char", "unsigned short", "unsigned int", "unsigned long long")
 N_UNARY = 9
 N_BWD = 12
+N_BINARY = 4    # add, sub, mul, div (src/fused.cu)
+N_BMODE = 4     # same shape, b a scalar, a a scalar, b a row repeated over the last axis
+MULTI_TENSORS = 24  # tensors per launch of the multi-tensor optimizer kernels (MT in src/optim.cu)
 REG_WARP = (1, 2, 4, 8)         # elements per lane of the register-resident softmax rows (a warp a row)
 REG_BLOCK = (2, 4, 8, 16, 32)   # elements per thread when a block of 64..1024 threads holds a row
 # Largest N per thread that fits the 64 registers that __launch_bounds__(1024) allows without
@@ -39,6 +44,7 @@ NAMES: dict[str, list[str]] = {
         [f"reduce_rows<{t}, {op}, {b}>" for t in FLOATS for op in (0, 1) for b in ("false", "true")]
         + [f"reduce_cols<{t}, {op}>" for t in FLOATS for op in (0, 1)]
         + [f"max_bwd_kernel<{t}>" for t in FLOATS]
+        + [f"reduce_vec4<{op}>" for op in (0, 1)]
     ),
     "layout": [f"{k}<{e}>" for k in ("transpose_tiled", "swap_middle", "broadcast_nd", "vec_to_rows",
                                        "vec_to_cols", "concat2", "copy_range") for e in ELEMS],
@@ -59,7 +65,9 @@ NAMES: dict[str, list[str]] = {
             for t in FLOATS for v in ("false", "true")]
            + [f"layer_norm_fwd_reg<{t}, {n}>" for t in FLOATS for n in (1, 2, 4, 8)]),
     "optim": [f"{k}<{t}>" for k in ("sgd_kernel", "adam_kernel", "adagrad_kernel", "rmsprop_kernel",
-                                     "adadelta_kernel") for t in FLOATS],
+                                     "adadelta_kernel", "adam_multi_kernel") for t in FLOATS],
+    "fused": ([f"binary_kernel<{t}, {op}, {m}>" for t in FLOATS for op in range(N_BINARY) for m in range(N_BMODE)]
+              + [f"{k}<{t}>" for k in ("nll_fwd_kernel", "nll_scale_kernel", "nll_bwd_kernel") for t in FLOATS]),
 }
 
 _MODULES: dict[str, cupy.RawModule] = {}
@@ -106,10 +114,101 @@ def blocks(n: int, per_block: int) -> int:
     return (n + per_block - 1) // per_block
 
 
+# Launches go straight to cuLaunchKernel with the arguments packed into one buffer
+# (CU_LAUNCH_PARAM_BUFFER_POINTER): CuPy's generic launch converts every scalar argument
+# through a temporary NumPy object, which is most of the host time of a small kernel.
+_NDARRAY = cupy.ndarray
+_CODES = {_NDARRAY: "P", type(None): "P", np.int64: "q", np.int32: "i", np.uint64: "Q", np.float32: "f",
+          np.float64: "d", bytes: None}
+_TLS = threading.local()
+try:
+    from cupy.cuda import driver as _driver
+    from cupy.cuda import stream as _stream
+    _launch_kernel = _driver.launchKernel
+    _stream_ptr = getattr(_stream, "get_current_stream_ptr", None) or (lambda: cupy.cuda.get_current_stream().ptr)
+    FAST_LAUNCH = True
+except (ImportError, AttributeError):  # a CuPy without the driver binding: its own launch only
+    FAST_LAUNCH = False
+
+
+class _Packer:
+    """Argument buffer of one signature: a struct layout and the ``extra`` array cuLaunchKernel reads."""
+
+    __slots__ = ("st", "buf", "extra", "size", "ptr")
+
+    def __init__(self, fmt):
+        self.st = struct.Struct("@" + fmt)
+        self.buf = np.zeros(max(self.st.size, 8), dtype=np.uint8)
+        self.size = np.array([self.st.size], dtype=np.uint64)
+        # CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END
+        self.extra = np.array([1, self.buf.ctypes.data, 2, self.size.ctypes.data, 0], dtype=np.uint64)
+        self.ptr = self.extra.ctypes.data
+
+
+def _packer(key, args):
+    """The packer of an argument-type signature (per thread: the buffer is filled, then launched)."""
+    cache = getattr(_TLS, "packers", None)
+    if cache is None:
+        cache = _TLS.packers = {}
+    p = cache.get(key)
+    if p is None:
+        codes = []
+        for t, a in zip(key, args):
+            c = _CODES.get(t)
+            if c is None and t is bytes:
+                c = f"{len(a)}s"
+            if c is None:
+                return None
+            codes.append(c)
+        p = cache[key] = _Packer("".join(codes))
+    return p
+
+
+_HANDLES: dict = {}
+
+
+def _handle(f) -> int:
+    """The CUfunction of a compiled kernel (CuPy's RawKernel keeps it on its ``kernel``), 0 if unknown."""
+    h = _HANDLES.get(id(f))
+    if h is None:
+        h = getattr(f, "ptr", None)
+        if h is None:
+            h = getattr(getattr(f, "kernel", None), "ptr", None)
+        h = _HANDLES[id(f)] = int(h or 0)
+    return h
+
+
+def launch_function(f, grid, block, args, key=None) -> None:
+    """Launch compiled kernel ``f`` on the current stream; ``args`` are arrays (passed as pointers),
+    None (a null pointer), NumPy scalars (by value) or ``bytes`` (a struct by value, first argument).
+
+    ``key``, when given, is ``tuple(map(type, args))`` (a caller may precompute it)."""
+    global FAST_LAUNCH
+    if FAST_LAUNCH:
+        h = _HANDLES.get(id(f)) or _handle(f)
+        p = _packer(key or tuple(map(type, args)), args) if h else None
+        if p is not None:
+            try:
+                p.st.pack_into(p.buf, 0, *[a.data.ptr if type(a) is _NDARRAY else (0 if a is None else a)
+                                           for a in args])
+                _launch_kernel(h, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+                               block[0], block[1] if len(block) > 1 else 1, block[2] if len(block) > 2 else 1,
+                               0, _stream_ptr(), 0, p.ptr)
+                return
+            except Exception:  # a CuPy whose binding differs: its own launch from now on (it raises real errors)
+                FAST_LAUNCH = False
+    # CuPy passes a size-one NumPy array by value: the struct argument of the fallback.
+    f(grid, block, tuple(np.frombuffer(a, dtype=np.dtype((np.void, len(a)))) if type(a) is bytes else a
+                         for a in args))
+
+
 def launch(module: str, name: str, n_blocks, threads, args) -> None:
     """Launch unless there is nothing to do (empty inputs never reach the GPU)."""
     grid = n_blocks if isinstance(n_blocks, tuple) else (n_blocks,)
     if grid[0] <= 0:
         return
     block = threads if isinstance(threads, tuple) else (threads,)
-    function(module, name)(grid, block, args)
+    f = _FUNCS.get((module, name))
+    if f is None:
+        f = function(module, name)
+    launch_function(f, grid, block, args)

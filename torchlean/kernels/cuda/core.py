@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import struct
 
 import cupy
 import numpy as np
@@ -20,7 +21,8 @@ import numpy as np
 from ...errors import ShapeError
 from ..api import check_indices
 from . import build
-from .build import blocks, etype, ftype, launch
+from . import gemm as _gemm
+from .build import blocks, etype, ftype, launch, launch_function
 
 xp = cupy
 SAFE_LOG_EPS = 1e-6
@@ -47,8 +49,11 @@ def _fill_threads() -> int:
     return _FILL_THREADS
 
 
+_ND = cupy.ndarray
+
+
 def _contig(x):
-    return x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
+    return x if x._c_contiguous else cupy.ascontiguousarray(x)
 
 
 def _dev(x):
@@ -97,6 +102,17 @@ def _reduce_mid(x, outer: int, n: int, inner: int, op: int, name: str, scale: fl
         if op == 1:
             raise ShapeError(f"{name}: max over an empty axis of {x.shape}")
         return cupy.zeros(outer * inner, dtype=x.dtype)
+    if inner == 1 and outer == 1 and x.dtype == np.float32 and n >= (1 << 16) and x.data.ptr % 16 == 0:
+        # One long row of float32: 16-byte loads, segments a multiple of 4 elements.
+        chunks, seg = _split(_THREADS, n, _THREADS * 64)
+        seg = -(-seg // 4) * 4
+        chunks = -(-n // seg)
+        part = cupy.empty(chunks, dtype=x.dtype)
+        launch("reduce", f"reduce_vec4<{op}>", chunks, _THREADS,
+               (x, part, np.int64(n), np.int64(seg), np.float64(scale if chunks == 1 else 1.0)))
+        if chunks == 1:
+            return part
+        return _reduce_mid(part, 1, chunks, 1, op, name, scale)
     if inner == 1:
         block_mode = n >= 1024
         # A row shorter than a warp gets the next power of two of lanes, so a warp still loads
@@ -308,7 +324,7 @@ def transpose2d(x):
 
 
 def bmm(a, b):
-    return cupy.matmul(a, b)
+    return _gemm.matmul(a, b)
 
 
 def _upload_indices(indices, op):
@@ -411,7 +427,69 @@ def ascontiguous(x):
 
 # ---- elementwise ----------------------------------------------------------------------------
 
-add, sub, mul, div = cupy.add, cupy.subtract, cupy.multiply, cupy.divide
+_BIN_FN: dict = {}
+_BIN_KEY = (_ND, _ND, _ND, np.int64, np.int64)
+_OP_ADD, _OP_SUB, _OP_MUL, _OP_DIV = range(4)
+
+
+def _bin_fn(dtype, op, mode):
+    key = (dtype, op, mode)
+    f = _BIN_FN.get(key)
+    if f is None:
+        f = _BIN_FN[key] = build.function("fused", f"binary_kernel<{build._FLOAT_NAME[dtype]}, {op}, {mode}>")
+    return f
+
+
+def _bin_plan(a, b):
+    """(mode, out shape, cols) of a one-launch binary op on float arrays of one dtype, else None.
+
+    Modes: 0 same shape, 1 b holds one element, 2 a holds one element, 3 b a row over a's last axis."""
+    sa, sb = a.shape, b.shape
+    if sa == sb:
+        return (0, sa, 1) if a._c_contiguous and b._c_contiguous else None
+    if b.size == 1 and len(sb) <= len(sa):
+        return (1, sa, 1) if a._c_contiguous else None
+    if a.size == 1 and len(sa) <= len(sb):
+        return (2, sb, 1) if b._c_contiguous else None
+    if len(sb) == 1 and sa and sa[-1] == sb[0] and a._c_contiguous and b._c_contiguous:
+        return (3, sa, sb[0])
+    return None
+
+
+def _binary(a, b, op, ufunc):
+    """NumPy-broadcast a (op) b: same-dtype float arrays in the common layouts take one raw launch,
+    everything else (mixed dtypes, scalars, general broadcasting) CuPy's ufunc."""
+    if type(a) is _ND and type(b) is _ND:
+        dt = a.dtype
+        if (dt is b.dtype or dt == b.dtype) and dt in build._FLOAT_NAME:
+            plan = _bin_plan(a, b)
+            if plan is not None:
+                mode, shape, cols = plan
+                out = _ND(shape, dt)
+                n = out.size
+                if n:
+                    launch_function(_bin_fn(dt, op, mode), (blocks(n, _EW_PER_BLOCK),), (_THREADS,),
+                                    (a, b, out, np.int64(n), np.int64(cols)), _BIN_KEY)
+                return out
+    return ufunc(a, b)
+
+
+def add(a, b):
+    return _binary(a, b, _OP_ADD, cupy.add)
+
+
+def sub(a, b):
+    return _binary(a, b, _OP_SUB, cupy.subtract)
+
+
+def mul(a, b):
+    return _binary(a, b, _OP_MUL, cupy.multiply)
+
+
+def div(a, b):
+    return _binary(a, b, _OP_DIV, cupy.divide)
+
+
 maximum, minimum, neg, abs, sqrt = cupy.maximum, cupy.minimum, cupy.negative, cupy.abs, cupy.sqrt
 exp, log, sin, cos, tanh, sign = cupy.exp, cupy.log, cupy.sin, cupy.cos, cupy.tanh, cupy.sign
 
@@ -440,12 +518,29 @@ def inv(x):
     return cupy.reciprocal(x)
 
 
+_EW_FN: dict = {}
+
+
+def _ew_fn(kind, dtype, op, name):
+    """The compiled ``unary_kernel`` / ``bwd_kernel`` of (dtype, op), cached by key (no name building)."""
+    key = (kind, dtype, op)
+    f = _EW_FN.get(key)
+    if f is None:
+        f = _EW_FN[key] = build.function("elementwise", f"{kind}<{ftype(dtype, name)}, {op}>")
+    return f
+
+
 def _unary(x, op, name, p0=0.0, p1=0.0):
-    x = _contig(_dev(x))
-    t = ftype(x.dtype, name)
-    y = cupy.empty(x.shape, dtype=x.dtype)
-    launch("elementwise", f"unary_kernel<{t}, {op}>", blocks(x.size, _EW_PER_BLOCK), _THREADS,
-           (x, y, np.int64(x.size), x.dtype.type(p0), x.dtype.type(p1)))
+    if type(x) is not _ND:
+        x = _dev(x)
+    x = _contig(x)
+    dt = x.dtype
+    f = _EW_FN.get(("unary_kernel", dt, op)) or _ew_fn("unary_kernel", dt, op, name)
+    y = _ND(x.shape, dt)
+    n = x.size
+    if n:
+        T = dt.type
+        launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (x, y, np.int64(n), T(p0), T(p1)))
     return y
 
 
@@ -501,11 +596,18 @@ def compare(a, b, op):
 
 
 def _bwd(a, g, op, name, p0=0.0, p1=0.0, flags=0):
-    shape, dtype, (a, g) = _aligned(a, g)
-    t = ftype(dtype, name)
-    out = cupy.empty(shape, dtype=dtype)
-    launch("elementwise", f"bwd_kernel<{t}, {op}>", blocks(out.size, _EW_PER_BLOCK), _THREADS,
-           (a, g, out, np.int64(out.size), dtype.type(p0), dtype.type(p1), np.int32(flags)))
+    if (type(a) is _ND and type(g) is _ND and a.dtype == g.dtype and a.shape == g.shape and a._c_contiguous
+            and g._c_contiguous):
+        shape, dtype = a.shape, a.dtype
+    else:
+        shape, dtype, (a, g) = _aligned(a, g)
+    f = _EW_FN.get(("bwd_kernel", dtype, op)) or _ew_fn("bwd_kernel", dtype, op, name)
+    out = _ND(shape, dtype)
+    n = out.size
+    if n:
+        T = dtype.type
+        launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (a, g, out, np.int64(n), T(p0), T(p1),
+                                                                      np.int32(flags)))
     return out
 
 
@@ -618,22 +720,27 @@ def sum_to_shape(g, shape):
 
 
 def matmul(a, b):
-    return cupy.matmul(a, b)
+    return _gemm.matmul(a, b)  # cupy.matmul, or direct cuBLAS where a CUDA graph is captured
 
 
 def linear(x, w, b=None):
     x = _dev(x)
     x2 = x.reshape(-1, x.shape[-1])
-    y = cupy.dot(x2, w.T)  # the transpose is a cuBLAS operand flag, not a copy
+    y = _gemm.matmul(x2, w.T)  # the transpose is a cuBLAS operand flag, not a copy
     if b is not None:
-        y += b
+        if (type(b) is _ND and type(y) is _ND and b.dtype == y.dtype and y.dtype in build._FLOAT_NAME
+                and b.ndim == 1 and b._c_contiguous and y._c_contiguous and y.size and b.shape[0] == y.shape[-1]):
+            launch_function(_bin_fn(y.dtype, _OP_ADD, 3), (blocks(y.size, _EW_PER_BLOCK),), (_THREADS,),
+                            (y, b, y, np.int64(y.size), np.int64(b.shape[0])), _BIN_KEY)
+        else:
+            y += b
     return y.reshape(x.shape[:-1] + (w.shape[0],))
 
 
 def linear_bwd(x, w, g, need_x=True, need_w=True, need_b=True):
     g2 = g.reshape(-1, g.shape[-1])
-    dx = cupy.dot(g2, w).reshape(x.shape) if need_x else None
-    dw = cupy.dot(g2.T, x.reshape(-1, x.shape[-1])) if need_w else None
+    dx = _gemm.matmul(g2, w).reshape(x.shape) if need_x else None
+    dw = _gemm.matmul(g2.T, x.reshape(-1, x.shape[-1])) if need_w else None
     db = _reduce(g2, (0,), False, 0, "linear_bwd") if need_b else None
     return dx, dw, db
 
@@ -757,7 +864,39 @@ def _nll_weights(target, weight, ignore_index, dtype):
     return cupy.where(ign, dtype.type(0), w)
 
 
+def _nll_fused(logp, target, weight):
+    """(logp, target, weight) ready for the fused NLL kernels, or None for the generic path."""
+    logp, target = _dev(logp), _dev(target)
+    if (logp.ndim != 2 or logp.dtype not in build._FLOAT_NAME or target.dtype != np.int64 or target.ndim != 1
+            or target.shape[0] != logp.shape[0] or logp.shape[1] == 0):
+        return None
+    if weight is not None:
+        weight = _dev(weight)
+        if weight.dtype != logp.dtype or weight.shape != (logp.shape[1],):
+            return None
+        weight = _contig(weight)
+    return _contig(logp), _contig(target), weight
+
+
 def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    f = _nll_fused(logp, target, weight)
+    if f is not None:
+        lp, t, w = f
+        M, C = lp.shape
+        ty = ftype(lp.dtype, "nll_loss")
+        mode = {"none": 0, "sum": 1}.get(reduction, 2)
+        out = cupy.empty((M,) if mode == 0 else (), dtype=lp.dtype)
+        args = (lp, t, w, out, np.int64(M), np.int64(C), np.int64(ignore_index), np.int32(mode),
+                np.int32(w is not None))
+        if mode == 0:
+            launch("fused", f"nll_fwd_kernel<{ty}>", blocks(M, _THREADS), _THREADS, args)
+        else:
+            launch("fused", f"nll_fwd_kernel<{ty}>", 1, 1024, args)
+        return out
+    return _nll_loss_generic(logp, target, weight, ignore_index, reduction)
+
+
+def _nll_loss_generic(logp, target, weight=None, ignore_index=-100, reduction="mean"):
     logp = _dev(logp)
     target = _dev(target)
     n = logp.shape[0]
@@ -772,6 +911,27 @@ def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
 
 
 def nll_loss_bwd(logp, target, weight, ignore_index, reduction, g):
+    f = _nll_fused(logp, target, weight)
+    if f is not None:
+        lp, t, w = f
+        M, C = lp.shape
+        g = _contig(_dev(g).astype(lp.dtype, copy=False))
+        if g.size == (M if reduction == "none" else 1):
+            ty = ftype(lp.dtype, "nll_loss_bwd")
+            out = cupy.empty((M, C), dtype=lp.dtype)
+            if reduction not in ("none", "sum"):
+                scale = cupy.empty((), dtype=lp.dtype)
+                launch("fused", f"nll_scale_kernel<{ty}>", 1, 1024,
+                       (t, w, g, scale, np.int64(M), np.int64(C), np.int64(ignore_index), np.int32(w is not None)))
+                g = scale
+            launch("fused", f"nll_bwd_kernel<{ty}>", blocks(M * C, _THREADS), _THREADS,
+                   (t, w, g, out, np.int64(M), np.int64(C), np.int64(ignore_index), np.int32(w is not None),
+                    np.int32(reduction == "none")))
+            return out
+    return _nll_loss_bwd_generic(logp, target, weight, ignore_index, reduction, g)
+
+
+def _nll_loss_bwd_generic(logp, target, weight, ignore_index, reduction, g):
     logp = _dev(logp)
     target = _dev(target)
     g = _dev(g).astype(logp.dtype, copy=False)
@@ -859,7 +1019,7 @@ class _InPlace:
 
 def _opt_args(p, g, *state):
     t = ftype(p.dtype, "optimizer step")
-    if not (type(g) is cupy.ndarray and g.shape == p.shape and g.dtype == p.dtype and g.flags.c_contiguous):
+    if not (type(g) is cupy.ndarray and g.shape == p.shape and g.dtype == p.dtype and g._c_contiguous):
         g = _contig(cupy.broadcast_to(_dev(g), p.shape).astype(p.dtype, copy=False))
     io = _InPlace(p, *state)
     return t, g, io, np.int64(p.size), p.dtype.type
@@ -918,3 +1078,52 @@ def adadelta_step(p, g, sq_avg, acc_delta, lr, rho, eps, weight_decay):
            (pw, g, sw, aw, n, T(lr), T(rho), T(1 - rho), T(eps), T(weight_decay or 0),
             np.int32(1 if weight_decay else 0)))
     io.finish()
+
+
+_MT = build.MULTI_TENSORS
+
+
+def adam_step_multi(ps, gs, ms, vs, vmaxs, steps, lr, beta1, beta2, eps, weight_decay, decoupled, maximize=False):
+    """``adam_step`` of many parameters, one launch per run of up to ``MULTI_TENSORS`` of them.
+
+    Lists are parallel (``vmaxs`` entries None without AMSGrad; ``steps`` the per-parameter step
+    counts: parameters of one step count share a launch). ``maximize`` negates every gradient.
+    Each element's update is that of ``adam_step``, bit for bit. A parameter whose arrays are
+    not contiguous takes ``adam_step`` itself."""
+    runs: dict = {}
+    for i, (p, m, v, x) in enumerate(zip(ps, ms, vs, vmaxs)):
+        g = gs[i]
+        if not (type(g) is _ND and g.shape == p.shape and g.dtype == p.dtype and g._c_contiguous):
+            g = _contig(cupy.broadcast_to(_dev(g), p.shape).astype(p.dtype, copy=False))
+        if (p.dtype in build._FLOAT_NAME and p._c_contiguous and m._c_contiguous and v._c_contiguous
+                and (x is None or x._c_contiguous)):
+            if p.size:
+                runs.setdefault((p.dtype, steps[i], x is not None), []).append((p, g, m, v, x))
+        else:
+            adam_step(p, -g if maximize else g, m, v, steps[i], lr, beta1, beta2, eps, weight_decay, decoupled, x)
+    for (dtype, step, ams), items in runs.items():
+        T = dtype.type
+        flags = (4 if ams else 0) | (8 if maximize else 0)
+        if weight_decay:
+            flags |= 2 if decoupled else 1
+        wd = weight_decay or 0
+        bc1 = 1 - beta1 ** step
+        bc2 = 1 - beta2 ** step
+        scalars = (T(beta1), T(1 - beta1), T(beta2), T(1 - beta2), T(wd), T(1 - lr * wd), T(math.sqrt(bc2)),
+                   T(eps), T(lr / bc1), np.int32(flags))
+        f = build.function("optim", f"adam_multi_kernel<{build._FLOAT_NAME[dtype]}>")
+        for lo in range(0, len(items), _MT):
+            chunk = items[lo:lo + _MT]
+            ptrs = [[0] * _MT for _ in range(5)]
+            sizes = [0] * _MT
+            start = [0] * (_MT + 1)
+            for k, arrays in enumerate(chunk):
+                for j, a in enumerate(arrays):
+                    ptrs[j][k] = 0 if a is None else a.data.ptr
+                sizes[k] = arrays[0].size
+                start[k + 1] = start[k] + blocks(arrays[0].size, _EW_PER_BLOCK)
+            for k in range(len(chunk), _MT):
+                start[k + 1] = start[k]
+            table = struct.pack(f"@{5 * _MT}Q{2 * _MT + 1}q", *ptrs[0], *ptrs[1], *ptrs[2], *ptrs[3], *ptrs[4],
+                                *sizes, *start)
+            launch_function(f, (start[len(chunk)],), (_THREADS,), (table, np.int32(len(chunk))) + scalars)

@@ -16,41 +16,45 @@ _STATS = [0, 0, 0, 0]
 _POOL = None
 
 
-class _Block:
-    """Owns one pool allocation; its finalizer is the "free" event."""
+class _Block(tuple):
+    """(pool pointer, size): owns one pool allocation; its finalizer is the "free" event.
 
-    __slots__ = ("mp", "size")
+    A tuple subclass is built without a Python-level ``__init__``: the allocator runs for
+    every array, so its cost is part of every kernel call."""
 
-    def __init__(self, mp, size):
-        self.mp = mp
-        self.size = size
+    __slots__ = ()
 
     def __del__(self):
         s = _STATS
         if s is not None:
-            s[0] -= self.size
+            s[0] -= self[1]
             s[3] += 1
 
 
+_Unowned = cupy.cuda.memory.UnownedMemory
+_Pointer = cupy.cuda.memory.MemoryPointer
+_pool_malloc = None
+
+
 def _malloc(size):
-    mp = _POOL.malloc(size)
+    mp = _pool_malloc(size)
     if size == 0:
         return mp
     s = _STATS
-    s[0] += size
+    live = s[0] + size
+    s[0] = live
     s[2] += 1
-    if s[0] > s[1]:
-        s[1] = s[0]
-    blk = _Block(mp, size)
-    mem = cupy.cuda.memory.UnownedMemory(mp.ptr, size, blk, mp.device_id)
-    return cupy.cuda.memory.MemoryPointer(mem, 0)
+    if live > s[1]:
+        s[1] = live
+    return _Pointer(_Unowned(mp.ptr, size, _Block((mp, size)), mp.device_id), 0)
 
 
 def install() -> None:
     """Route CuPy's allocations through the counting allocator (idempotent)."""
-    global _POOL
+    global _POOL, _pool_malloc
     if _POOL is None:
         _POOL = cupy.get_default_memory_pool()
+        _pool_malloc = _POOL.malloc
     cupy.cuda.set_allocator(_malloc)
 
 

@@ -115,3 +115,59 @@ __global__ void adadelta_kernel(T* __restrict__ p, const T* __restrict__ g, T* _
     acc_delta[t] = ad;
     p[t] = pv - lr * delta;
 }
+
+// ---- Adam over many tensors in one launch ----------------------------------------------------
+// The table travels by value in the kernel's parameters: MT tensors, each covered by the
+// blocks [start[k], start[k + 1]) with MULTI_ILP * blockDim elements per block. The update of
+// every element is the one of adam_kernel, in the same order of operations.
+
+#define MT 24
+#define MULTI_ILP 4
+
+template <typename T> struct MultiTable {
+    T* p[MT];
+    const T* g[MT];
+    T* m[MT];
+    T* v[MT];
+    T* vmax[MT];
+    i64 n[MT];
+    i64 start[MT + 1];
+};
+
+// flags: as adam_kernel, plus 8 maximize (g := -g)
+template <typename T>
+__global__ void adam_multi_kernel(MultiTable<T> tab, int ntensors, T beta1, T one_minus_beta1, T beta2,
+                                  T one_minus_beta2, T wd, T decay, T sqrt_bc2, T eps, T step_size, int flags) {
+    int k = 0;
+    while (k + 1 < ntensors && (i64)blockIdx.x >= tab.start[k + 1]) ++k;
+    const i64 n = tab.n[k];
+    T* __restrict__ p = tab.p[k];
+    const T* __restrict__ g = tab.g[k];
+    T* __restrict__ m = tab.m[k];
+    T* __restrict__ v = tab.v[k];
+    T* __restrict__ vmax = tab.vmax[k];
+    const i64 base = ((i64)blockIdx.x - tab.start[k]) * blockDim.x * MULTI_ILP + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < MULTI_ILP; ++j) {
+        const i64 t = base + (i64)j * blockDim.x;
+        if (t >= n) break;
+        T pv = p[t];
+        T gv = g[t];
+        if (flags & 8) gv = -gv;
+        if (flags & 2) pv = pv * decay;
+        if (flags & 1) gv = gv + wd * pv;
+        T mv = m[t] * beta1;
+        mv += one_minus_beta1 * gv;
+        T vv = v[t] * beta2;
+        vv += one_minus_beta2 * gv * gv;
+        m[t] = mv;
+        v[t] = vv;
+        T vu = vv;
+        if (flags & 4) {
+            vu = tl_max(vmax[t], vv);
+            vmax[t] = vu;
+        }
+        T denom = tl_sqrt(vu) / sqrt_bc2 + eps;
+        p[t] = pv - step_size * mv / denom;
+    }
+}

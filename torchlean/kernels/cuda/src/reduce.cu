@@ -102,3 +102,33 @@ __global__ void max_bwd_kernel(const T* __restrict__ x, const T* __restrict__ g,
     }
     out[(o * n + bi) * inner + i] = g[t];
 }
+
+// Whole-array float32 reduction with 16-byte loads: block c reduces [c * seg, min(n, (c + 1) * seg)),
+// seg a multiple of 4 and x 16-byte aligned, four float4 loads in flight per thread.
+template <int OP>
+__global__ void reduce_vec4(const float* __restrict__ x, float* __restrict__ out, i64 n, i64 seg, double scale) {
+    typedef typename RAcc<float, OP>::type A;
+    __shared__ A sh[32];
+    const i64 lo = (i64)blockIdx.x * seg;
+    const i64 hi = lo + seg < n ? lo + seg : n;
+    const i64 nv = (hi - lo) >> 2;
+    const float4* __restrict__ p = reinterpret_cast<const float4*>(x + lo);
+    const int gsize = blockDim.x;
+    A a0 = r_init<A, OP>(), a1 = a0, a2 = a0, a3 = a0;
+    i64 j = threadIdx.x;
+    for (; j + 3 * gsize < nv; j += 4 * gsize) {
+        float4 v0 = p[j], v1 = p[j + gsize], v2 = p[j + 2 * gsize], v3 = p[j + 3 * gsize];
+        a0 = r_op<OP>(a0, r_op<OP>(r_op<OP>(A(v0.x), A(v0.y)), r_op<OP>(A(v0.z), A(v0.w))));
+        a1 = r_op<OP>(a1, r_op<OP>(r_op<OP>(A(v1.x), A(v1.y)), r_op<OP>(A(v1.z), A(v1.w))));
+        a2 = r_op<OP>(a2, r_op<OP>(r_op<OP>(A(v2.x), A(v2.y)), r_op<OP>(A(v2.z), A(v2.w))));
+        a3 = r_op<OP>(a3, r_op<OP>(r_op<OP>(A(v3.x), A(v3.y)), r_op<OP>(A(v3.z), A(v3.w))));
+    }
+    for (; j < nv; j += gsize) {
+        float4 v0 = p[j];
+        a0 = r_op<OP>(a0, r_op<OP>(r_op<OP>(A(v0.x), A(v0.y)), r_op<OP>(A(v0.z), A(v0.w))));
+    }
+    for (i64 e = lo + (nv << 2) + threadIdx.x; e < hi; e += gsize) a0 = r_op<OP>(a0, A(x[e]));
+    A a = r_op<OP>(r_op<OP>(a0, a1), r_op<OP>(a2, a3));
+    a = OP == R_SUM ? group_sum<true>(a, sh) : group_max<true>(a, sh);
+    if (threadIdx.x == 0) out[blockIdx.x] = OP == R_SUM ? float(a * scale) : float(a);
+}
