@@ -22,3 +22,6 @@ __all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequentia
            "Softplus", "Softmax", "LogSoftmax", "Flatten", "Dropout", "Embedding", "Identity"]
 
 from .layers import *  # noqa: E402,F401,F403 - Conv*, pools, LayerNorm, BatchNorm*, MultiheadAttention, ...
+from . import layers as _layers  # noqa: E402
+
+__all__ += _layers.__all__

@@ -234,3 +234,6 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
 
 
 from .functional_layers import *  # noqa: E402,F401,F403 - conv, pooling, normalization, attention, ...
+from . import functional_layers as _fl  # noqa: E402
+
+__all__ += _fl.__all__
