@@ -25,15 +25,17 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
     p[t] = pv - lr * d;
 }
 
-// flags: 1 L2 weight decay (g += wd p), 2 decoupled decay (p *= decay), 4 amsgrad (vmax)
+// One element of PyTorch's Adam/AdamW update, shared by the per-tensor and multi-tensor kernels
+// so both give the same bits. flags: 1 L2 weight decay (g += wd p), 2 decoupled decay (p *= decay),
+// 4 amsgrad (vmax), 8 maximize (g = -g).
 template <typename T>
-__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                            T* __restrict__ vmax, i64 n, T beta1, T one_minus_beta1, T beta2, T one_minus_beta2,
-                            T wd, T decay, T sqrt_bc2, T eps, T step_size, int flags) {
-    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
+__device__ __forceinline__ void adam_update(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                                            T* __restrict__ v, T* __restrict__ vmax, i64 t, T beta1,
+                                            T one_minus_beta1, T beta2, T one_minus_beta2, T wd, T decay,
+                                            T sqrt_bc2, T eps, T step_size, int flags) {
     T pv = p[t];
     T gv = g[t];
+    if (flags & 8) gv = -gv;
     if (flags & 2) pv = pv * decay;
     if (flags & 1) gv = gv + wd * pv;
     T mv = m[t] * beta1;
@@ -49,6 +51,16 @@ __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __res
     }
     T denom = tl_sqrt(vu) / sqrt_bc2 + eps;
     p[t] = pv - step_size * mv / denom;
+}
+
+template <typename T>
+__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+                            T* __restrict__ vmax, i64 n, T beta1, T one_minus_beta1, T beta2, T one_minus_beta2,
+                            T wd, T decay, T sqrt_bc2, T eps, T step_size, int flags) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    adam_update(p, g, m, v, vmax, t, beta1, one_minus_beta1, beta2, one_minus_beta2, wd, decay, sqrt_bc2, eps,
+                step_size, flags);
 }
 
 template <typename T>
@@ -151,23 +163,7 @@ __global__ void adam_multi_kernel(MultiTable<T> tab, int ntensors, T beta1, T on
     for (int j = 0; j < MULTI_ILP; ++j) {
         const i64 t = base + (i64)j * blockDim.x;
         if (t >= n) break;
-        T pv = p[t];
-        T gv = g[t];
-        if (flags & 8) gv = -gv;
-        if (flags & 2) pv = pv * decay;
-        if (flags & 1) gv = gv + wd * pv;
-        T mv = m[t] * beta1;
-        mv += one_minus_beta1 * gv;
-        T vv = v[t] * beta2;
-        vv += one_minus_beta2 * gv * gv;
-        m[t] = mv;
-        v[t] = vv;
-        T vu = vv;
-        if (flags & 4) {
-            vu = tl_max(vmax[t], vv);
-            vmax[t] = vu;
-        }
-        T denom = tl_sqrt(vu) / sqrt_bc2 + eps;
-        p[t] = pv - step_size * mv / denom;
+        adam_update(p, g, m, v, vmax, t, beta1, one_minus_beta1, beta2, one_minus_beta2, wd, decay, sqrt_bc2,
+                    eps, step_size, flags);
     }
 }
