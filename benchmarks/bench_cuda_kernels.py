@@ -1,6 +1,6 @@
 """CUDA kernel surface vs PyTorch (same process, same GPU), timed with CUDA events.
 
-    python benchmarks/bench_cuda_kernels.py [--n 67108864] [--reps 50]
+    python benchmarks/bench_cuda_kernels.py [--n 67108864] [--reps 50] [--only reduce,tiny]
 
 Method: random inputs (never zeros), a warm-up (which also compiles our NVRTC kernels), then
 the median of many event-timed runs. Memory-bound kernels are reported as achieved bandwidth
@@ -62,8 +62,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64 * 1024 * 1024, help="elements of the memory-bound inputs")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--only", default="", help="comma-separated sections to run (elementwise, reduce, softmax, "
+                    "layers, rng, matmul, adam, tiny); default all")
     args = ap.parse_args()
     n, reps = args.n, args.reps
+    only = {w.strip() for w in args.only.split(",") if w.strip()}
+
+    def want(section):
+        return not only or section in only
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -116,7 +122,7 @@ def main():
         ("add (CuPy ufunc)", lambda: K.add(x, b), lambda: torch.add(x_t, b_t), 12),
         ("mul (CuPy ufunc)", lambda: K.mul(x, b), lambda: torch.mul(x_t, b_t), 12),
     ]
-    for name, ours, theirs, bpe in ew:
+    for name, ours, theirs, bpe in (ew if want("elementwise") else ()):
         ms = timed(ours, reps)
         tm = timed(theirs, reps) if theirs else None
         row(name, ms, tm, nbytes=bpe * n, copy_bw=copy_bw)
@@ -137,11 +143,11 @@ def main():
     tall = t2c(tall_t)
     red.append((f"reduce_sum_axis0 {n // 16}x16", lambda: K.reduce_sum_axis0(tall), lambda: tall_t.sum(0), n))
     red.append((f"reduce_sum_axis1 {n // 16}x16", lambda: K.reduce_sum_axis1(tall), lambda: tall_t.sum(1), n))
-    for name, ours, theirs, elems in red:
+    for name, ours, theirs, elems in (red if want("reduce") else ()):
         row(name, timed(ours, reps), timed(theirs, reps), nbytes=4 * elems, copy_bw=copy_bw)
 
     # ---- softmax rows (read x, write y; backward reads y and g, writes dx)
-    for cols in (1024, 32768):
+    for cols in ((1024, 32768) if want("softmax") else ()):
         rows = n // cols
         s_t = x_t[: rows * cols].view(rows, cols)
         s = t2c(s_t)
@@ -156,112 +162,118 @@ def main():
         row(f"softmax_bwd {rows}x{cols}", timed(lambda: K.softmax_bwd(sy, sg), reps),
             timed(lambda: torch.ops.aten._softmax_backward_data(sg_t, sy_t, -1, torch.float32), reps),
             nbytes=12 * rows * cols, copy_bw=copy_bw)
-    del sy_t, sy
+    if want("softmax"):
+        del sy_t, sy
 
     # ---- layer kernels: layer norm (native row kernel) and the selective scan (native, vs the
     # host module's loop over time run on CuPy)
-    ln_t = x_t[: 65536 * 1024].view(65536, 1024)
-    ln = t2c(ln_t)
-    lg_t, lb_t = rnd(1024), rnd(1024)
-    lg, lb = t2c(lg_t), t2c(lb_t)
-    row("layer_norm_fwd 65536x1024", timed(lambda: K.layer_norm_fwd(ln, lg, lb, 1e-5), reps),
-        timed(lambda: torch.nn.functional.layer_norm(ln_t, (1024,), lg_t, lb_t, 1e-5), reps),
-        nbytes=8 * 65536 * 1024, copy_bw=copy_bw)
-    from torchlean.kernels.cuda import ported
-    host_nn_on_cupy = ported.port("torchlean.kernels.host_nn")
-    sa_t, sb_t, sx_t, sh_t = rnd(256, lo=-0.9, hi=0.9), rnd(256), rnd(16, 512, 256), rnd(16, 256)
-    sa, sb, sx, sh = (t2c(t) for t in (sa_t, sb_t, sx_t, sh_t))
-    t_native = timed(lambda: K.selective_scan_diag_fwd(sa, sb, sx, sh), reps)
-    t_loop = timed(lambda: host_nn_on_cupy.selective_scan_diag_fwd(sa, sb, sx, sh), 5)
-    row("selective_scan_fwd 16x512x256", t_native, None, nbytes=8 * 16 * 512 * 256, copy_bw=copy_bw,
-        note=f"host code on CuPy: {t_loop:.3f} ms ({t_loop / t_native:.0f}x slower)")
+    if want("layers"):
+        ln_t = x_t[: 65536 * 1024].view(65536, 1024)
+        ln = t2c(ln_t)
+        lg_t, lb_t = rnd(1024), rnd(1024)
+        lg, lb = t2c(lg_t), t2c(lb_t)
+        row("layer_norm_fwd 65536x1024", timed(lambda: K.layer_norm_fwd(ln, lg, lb, 1e-5), reps),
+            timed(lambda: torch.nn.functional.layer_norm(ln_t, (1024,), lg_t, lb_t, 1e-5), reps),
+            nbytes=8 * 65536 * 1024, copy_bw=copy_bw)
+        from torchlean.kernels.cuda import ported
+        host_nn_on_cupy = ported.port("torchlean.kernels.host_nn")
+        sa_t, sb_t, sx_t, sh_t = rnd(256, lo=-0.9, hi=0.9), rnd(256), rnd(16, 512, 256), rnd(16, 256)
+        sa, sb, sx, sh = (t2c(t) for t in (sa_t, sb_t, sx_t, sh_t))
+        t_native = timed(lambda: K.selective_scan_diag_fwd(sa, sb, sx, sh), reps)
+        t_loop = timed(lambda: host_nn_on_cupy.selective_scan_diag_fwd(sa, sb, sx, sh), 5)
+        row("selective_scan_fwd 16x512x256", t_native, None, nbytes=8 * 16 * 512 * 256, copy_bw=copy_bw,
+            note=f"host code on CuPy: {t_loop:.3f} ms ({t_loop / t_native:.0f}x slower)")
 
     # ---- RNG and layout
-    row("rand_uniform (float32)", timed(lambda: K.rand_uniform((n,), 1, 2, np.float32), reps),
-        timed(lambda: torch.rand(n, device=dev), reps), nbytes=4 * n, copy_bw=copy_bw)
-    row("randn (float32)", timed(lambda: K.randn((n,), 1, 2, np.float32), reps),
-        timed(lambda: torch.randn(n, device=dev), reps), nbytes=4 * n, copy_bw=copy_bw)
-    row(f"transpose2d {side}x{side}", timed(lambda: K.transpose2d(m), reps),
-        timed(lambda: m_t.t().contiguous(), reps), nbytes=8 * side * side, copy_bw=copy_bw)
-    idx = np.random.default_rng(0).integers(0, side, side)
-    idx_t = torch.from_numpy(idx).to(dev)
-    row(f"gather_rows {side} of {side}x{side}", timed(lambda: K.gather_rows(m, idx), reps),
-        timed(lambda: m_t[torch.from_numpy(idx).to(dev)], reps), nbytes=8 * side * side, copy_bw=copy_bw,
-        note="incl. host index check + upload")
-    vals_t = rnd(side, side)
-    vals = t2c(vals_t)
-    row(f"scatter_add_rows {side} into {side}x{side}", timed(lambda: K.scatter_add_rows(m, vals, idx), reps),
-        timed(lambda: m_t.index_add(0, idx_t, vals_t), reps), nbytes=16 * side * side, copy_bw=copy_bw)
-    del vals_t, vals
+    if want("rng"):
+        row("rand_uniform (float32)", timed(lambda: K.rand_uniform((n,), 1, 2, np.float32), reps),
+            timed(lambda: torch.rand(n, device=dev), reps), nbytes=4 * n, copy_bw=copy_bw)
+        row("randn (float32)", timed(lambda: K.randn((n,), 1, 2, np.float32), reps),
+            timed(lambda: torch.randn(n, device=dev), reps), nbytes=4 * n, copy_bw=copy_bw)
+        row(f"transpose2d {side}x{side}", timed(lambda: K.transpose2d(m), reps),
+            timed(lambda: m_t.t().contiguous(), reps), nbytes=8 * side * side, copy_bw=copy_bw)
+        idx = np.random.default_rng(0).integers(0, side, side)
+        idx_t = torch.from_numpy(idx).to(dev)
+        row(f"gather_rows {side} of {side}x{side}", timed(lambda: K.gather_rows(m, idx), reps),
+            timed(lambda: m_t[torch.from_numpy(idx).to(dev)], reps), nbytes=8 * side * side, copy_bw=copy_bw,
+            note="incl. host index check + upload")
+        vals_t = rnd(side, side)
+        vals = t2c(vals_t)
+        row(f"scatter_add_rows {side} into {side}x{side}", timed(lambda: K.scatter_add_rows(m, vals, idx), reps),
+            timed(lambda: m_t.index_add(0, idx_t, vals_t), reps), nbytes=16 * side * side, copy_bw=copy_bw)
+        del vals_t, vals
 
     # ---- matrix products (cuBLAS, strict float32)
-    for (bt, mm, kk, nn) in ((1, 4096, 4096, 4096), (64, 512, 512, 512), (256, 128, 64, 128)):
-        a_t, b2_t = rnd(bt, mm, kk), rnd(bt, kk, nn)
+    if want("matmul"):
+        for (bt, mm, kk, nn) in ((1, 4096, 4096, 4096), (64, 512, 512, 512), (256, 128, 64, 128)):
+            a_t, b2_t = rnd(bt, mm, kk), rnd(bt, kk, nn)
+            a, b2 = t2c(a_t), t2c(b2_t)
+            flops = 2.0 * bt * mm * kk * nn
+            ours = timed(lambda: K.bmm(a, b2), reps)
+            direct = timed(lambda: cupy.matmul(a, b2), reps)
+            row(f"bmm {bt}x{mm}x{kk}x{nn}", ours, timed(lambda: torch.bmm(a_t, b2_t), reps), flops=flops,
+                note=f"vs cupy.matmul: {direct / ours:.3f}x")
+        a_t, b2_t = rnd(4096, 4096), rnd(4096, 4096)
         a, b2 = t2c(a_t), t2c(b2_t)
-        flops = 2.0 * bt * mm * kk * nn
-        ours = timed(lambda: K.bmm(a, b2), reps)
-        direct = timed(lambda: cupy.matmul(a, b2), reps)
-        row(f"bmm {bt}x{mm}x{kk}x{nn}", ours, timed(lambda: torch.bmm(a_t, b2_t), reps), flops=flops,
-            note=f"vs cupy.matmul: {direct / ours:.3f}x")
-    a_t, b2_t = rnd(4096, 4096), rnd(4096, 4096)
-    a, b2 = t2c(a_t), t2c(b2_t)
-    ours = timed(lambda: K.matmul(a, b2), reps)
-    row("matmul 4096^3", ours, timed(lambda: a_t @ b2_t, reps), flops=2.0 * 4096 ** 3,
-        note=f"vs cupy.matmul: {timed(lambda: cupy.matmul(a, b2), reps) / ours:.3f}x")
-    xl_t, wl_t, bl_t = rnd(8192, 4096), rnd(4096, 4096), rnd(4096)
-    xl, wl, bl = t2c(xl_t), t2c(wl_t), t2c(bl_t)
-    row("linear 8192x4096 -> 4096 (+bias)", timed(lambda: K.linear(xl, wl, bl), reps),
-        timed(lambda: torch.nn.functional.linear(xl_t, wl_t, bl_t), reps), flops=2.0 * 8192 * 4096 * 4096)
-    del a_t, b2_t, a, b2, xl_t, wl_t, bl_t, xl, wl, bl
+        ours = timed(lambda: K.matmul(a, b2), reps)
+        row("matmul 4096^3", ours, timed(lambda: a_t @ b2_t, reps), flops=2.0 * 4096 ** 3,
+            note=f"vs cupy.matmul: {timed(lambda: cupy.matmul(a, b2), reps) / ours:.3f}x")
+        xl_t, wl_t, bl_t = rnd(8192, 4096), rnd(4096, 4096), rnd(4096)
+        xl, wl, bl = t2c(xl_t), t2c(wl_t), t2c(bl_t)
+        row("linear 8192x4096 -> 4096 (+bias)", timed(lambda: K.linear(xl, wl, bl), reps),
+            timed(lambda: torch.nn.functional.linear(xl_t, wl_t, bl_t), reps), flops=2.0 * 8192 * 4096 * 4096)
+        del a_t, b2_t, a, b2, xl_t, wl_t, bl_t, xl, wl, bl
 
     # ---- adam_step over many parameters (one launch per parameter)
-    rs = np.random.default_rng(1)
-    sizes = [int(s) for s in rs.integers(1 << 10, 1 << 20, 200)]
-    ps_t = [rnd(s) for s in sizes]
-    gs_t = [rnd(s) for s in sizes]
-    ms_t = [torch.zeros(s, device=dev) for s in sizes]
-    vs_t = [torch.rand(s, device=dev, generator=g) for s in sizes]
-    ps, gs, ms, vs = ([t2c(t) for t in ts] for ts in (ps_t, gs_t, ms_t, vs_t))
-    total = sum(sizes)
+    if want("adam"):
+        rs = np.random.default_rng(1)
+        sizes = [int(s) for s in rs.integers(1 << 10, 1 << 20, 200)]
+        ps_t = [rnd(s) for s in sizes]
+        gs_t = [rnd(s) for s in sizes]
+        ms_t = [torch.zeros(s, device=dev) for s in sizes]
+        vs_t = [torch.rand(s, device=dev, generator=g) for s in sizes]
+        ps, gs, ms, vs = ([t2c(t) for t in ts] for ts in (ps_t, gs_t, ms_t, vs_t))
+        total = sum(sizes)
 
-    def ours_adam():
-        for p, gr, m1, v1 in zip(ps, gs, ms, vs):
-            K.adam_step(p, gr, m1, v1, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
+        def ours_adam():
+            for p, gr, m1, v1 in zip(ps, gs, ms, vs):
+                K.adam_step(p, gr, m1, v1, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
 
-    t_ours = timed(ours_adam, max(reps // 5, 5))
-    notes = []
-    res = {}
-    for label, kw in (("foreach=False", dict(foreach=False)), ("foreach=True", dict(foreach=True)),
-                      ("fused=True", dict(fused=True))):
-        params = [torch.nn.Parameter(t.clone()) for t in ps_t]
-        for p, gr in zip(params, gs_t):
-            p.grad = gr
-        opt = torch.optim.Adam(params, lr=1e-3, **kw)
-        opt.step()
-        res[label] = timed(opt.step, max(reps // 5, 5))
-        notes.append(f"{label}: {res[label] / t_ours:.2f}x")
-        del opt, params
-    # bytes: read p, g, m, v and write p, m, v
-    row(f"adam_step x{len(sizes)} params ({total / 1e6:.0f}M)", t_ours, res["foreach=True"], nbytes=28 * total,
-        copy_bw=copy_bw, note="torch " + ", ".join(notes))
+        t_ours = timed(ours_adam, max(reps // 5, 5))
+        notes = []
+        res = {}
+        for label, kw in (("foreach=False", dict(foreach=False)), ("foreach=True", dict(foreach=True)),
+                          ("fused=True", dict(fused=True))):
+            params = [torch.nn.Parameter(t.clone()) for t in ps_t]
+            for p, gr in zip(params, gs_t):
+                p.grad = gr
+            opt = torch.optim.Adam(params, lr=1e-3, **kw)
+            opt.step()
+            res[label] = timed(opt.step, max(reps // 5, 5))
+            notes.append(f"{label}: {res[label] / t_ours:.2f}x")
+            del opt, params
+        # bytes: read p, g, m, v and write p, m, v
+        row(f"adam_step x{len(sizes)} params ({total / 1e6:.0f}M)", t_ours, res["foreach=True"], nbytes=28 * total,
+            copy_bw=copy_bw, note="torch " + ", ".join(notes))
 
     # ---- per-call cost of a tiny op (host clock, launches queued back to back)
-    tiny_t = rnd(1024)
-    tiny = t2c(tiny_t)
-    for name, ours, theirs in (("tiny sigmoid (1024)", lambda: K.sigmoid(tiny), lambda: torch.sigmoid(tiny_t)),
-                               ("tiny add (1024)", lambda: K.add(tiny, tiny), lambda: torch.add(tiny_t, tiny_t))):
-        us = []
-        for f in (ours, theirs):
-            for _ in range(100):
-                f()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(2000):
-                f()
-            torch.cuda.synchronize()
-            us.append((time.perf_counter() - t0) / 2000 * 1e6)
-        ROWS.append(dict(name=name, ms=us[0] / 1e3, torch_ms=us[1] / 1e3, gbs=None, frac=None, tflops=None,
-                         ratio=us[1] / us[0], note=f"{us[0]:.1f} us vs torch {us[1]:.1f} us per call"))
+    if want("tiny"):
+        tiny_t = rnd(1024)
+        tiny = t2c(tiny_t)
+        for name, ours, theirs in (("tiny sigmoid (1024)", lambda: K.sigmoid(tiny), lambda: torch.sigmoid(tiny_t)),
+                                   ("tiny add (1024)", lambda: K.add(tiny, tiny), lambda: torch.add(tiny_t, tiny_t))):
+            us = []
+            for f in (ours, theirs):
+                for _ in range(100):
+                    f()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(2000):
+                    f()
+                torch.cuda.synchronize()
+                us.append((time.perf_counter() - t0) / 2000 * 1e6)
+            ROWS.append(dict(name=name, ms=us[0] / 1e3, torch_ms=us[1] / 1e3, gbs=None, frac=None, tflops=None,
+                             ratio=us[1] / us[0], note=f"{us[0]:.1f} us vs torch {us[1]:.1f} us per call"))
 
     print()
     hdr = f"{'kernel':<38} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} {'GB/s':>7} {'of copy':>7} {'TFLOP/s':>8}  note"

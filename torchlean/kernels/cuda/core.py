@@ -31,8 +31,16 @@ _THREADS = 256
 _EW_PER_BLOCK = _THREADS * 4  # elementwise and RNG kernels handle 4 elements per thread
 
 
+_SMS: dict = {}
+
+
 def _sm_count() -> int:
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+    """Multiprocessors of the current device (CuPy's ``attributes`` queries every attribute: once)."""
+    dev = cupy.cuda.Device().id
+    n = _SMS.get(dev)
+    if n is None:
+        n = _SMS[dev] = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, dev)
+    return n
 
 
 _FILL_THREADS = None
@@ -113,6 +121,20 @@ def _reduce_mid(x, outer: int, n: int, inner: int, op: int, name: str, scale: fl
         if chunks == 1:
             return part
         return _reduce_mid(part, 1, chunks, 1, op, name, scale)
+    vec = 16 // x.dtype.itemsize
+    if inner == 1 and n % vec == 0 and n <= 32 * vec and x.data.ptr % 16 == 0:
+        # Short rows: lanes of a warp share a row with one 16-byte load each.
+        nv = n // vec
+        gw = 1 << (nv - 1).bit_length()
+        f = build.function("reduce", f"reduce_rows_v<{t}, {op}>")
+        out = cupy.empty(outer, dtype=x.dtype)
+        warps = -(-outer // (4 * (32 // gw)))
+        nb = builtins.min(-(-warps // (_THREADS // 32)), _resident_blocks(f, _THREADS))
+        launch_function(f, (nb,), (_THREADS,), (x, out, np.int64(outer), np.int64(nv), np.int32(gw),
+                                                 np.float64(scale)))
+        return out
+    if inner > 1 and inner % vec == 0 and x.data.ptr % 16 == 0:
+        return _reduce_cols_v(x, outer, n, inner, op, t, name, scale, vec)
     if inner == 1:
         block_mode = n >= 1024
         # A row shorter than a warp gets the next power of two of lanes, so a warp still loads
@@ -136,6 +158,53 @@ def _reduce_mid(x, outer: int, n: int, inner: int, op: int, name: str, scale: fl
     launch("reduce", f"reduce_cols<{t}, {op}>", blocks(total, _THREADS), _THREADS,
            (x, part, np.int64(outer), np.int64(n), np.int64(inner), np.int64(chunks), np.int64(seg),
             np.float64(scale if chunks == 1 else 1.0)))
+    if chunks == 1:
+        return part
+    return _reduce_mid(part, outer, chunks, inner, op, name, scale)
+
+
+_RESIDENT: dict = {}
+
+
+def _resident_blocks(f, threads: int) -> int:
+    """Blocks of ``threads`` that the whole GPU holds at once for kernel ``f`` (registers and
+    shared memory permitting): one wave, the grid size of the grid-stride and split reductions."""
+    key = (id(f), threads)
+    r = _RESIDENT.get(key)
+    if r is None:
+        regs = int(getattr(f, "num_regs", 0) or 64)
+        smem = int(getattr(f, "shared_size_bytes", 0) or 0)
+        warps = -(-threads // 32)
+        per_warp = -(-regs * 32 // 256) * 256        # registers are allocated per warp, 256 at a time
+        by_regs = (65536 // per_warp) // warps
+        by_smem = (227 * 1024) // (smem + 1024) if smem else 32
+        per_sm = builtins.max(1, builtins.min(by_regs, by_smem, 2048 // threads, 32))
+        r = _RESIDENT[key] = per_sm * _sm_count()
+    return r
+
+
+def _reduce_cols_v(x, outer, n, inner, op, t, name, scale, vec):
+    """Column reduction with 16-byte loads (inner a multiple of ``vec``, x aligned): (outer, inner) flat.
+
+    Blocks are (bx, by) = (lanes across column vectors, rows in flight); the long axis is split
+    into chunks so that one wave fills the GPU, and a second pass reduces the chunks."""
+    nv = inner // vec
+    bx = 32 if nv >= 32 else nv
+    by = 1 << ((_THREADS // bx).bit_length() - 1)
+    ncb = -(-nv // bx)
+    f = build.function("reduce", f"reduce_cols_v<{t}, {op}>")
+    fill = _resident_blocks(f, bx * by)
+    chunks = 1
+    # Up to 32 rows a thread stay in one pass: a second launch costs more than those loads.
+    # Rounded down: a few blocks past one wave would run alone at the end, as long as a wave.
+    if n > 32 * by:
+        chunks = builtins.max(1, builtins.min(fill // (outer * ncb), -(-n // (8 * by))))
+    seg = -(-n // chunks)
+    chunks = -(-n // seg)
+    part = cupy.empty(outer * chunks * inner, dtype=x.dtype)
+    launch_function(f, (outer * chunks * ncb,), (bx, by),
+                    (x, part, np.int64(n), np.int64(inner), np.int64(chunks), np.int64(seg), np.int64(ncb),
+                     np.float64(scale if chunks == 1 else 1.0)))
     if chunks == 1:
         return part
     return _reduce_mid(part, outer, chunks, inner, op, name, scale)
@@ -540,7 +609,8 @@ def _unary(x, op, name, p0=0.0, p1=0.0):
     n = x.size
     if n:
         T = dt.type
-        launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (x, y, np.int64(n), T(p0), T(p1)))
+        launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (x, y, np.int64(n), T(p0), T(p1)),
+                        (_ND, _ND, np.int64, T, T))
     return y
 
 
@@ -607,7 +677,8 @@ def _bwd(a, g, op, name, p0=0.0, p1=0.0, flags=0):
     if n:
         T = dtype.type
         launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (a, g, out, np.int64(n), T(p0), T(p1),
-                                                                      np.int32(flags)))
+                                                                      np.int32(flags)),
+                        (_ND, _ND, _ND, np.int64, T, T, np.int32))
     return out
 
 

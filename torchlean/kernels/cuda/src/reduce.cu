@@ -132,3 +132,120 @@ __global__ void reduce_vec4(const float* __restrict__ x, float* __restrict__ out
     a = OP == R_SUM ? group_sum<true>(a, sh) : group_max<true>(a, sh);
     if (threadIdx.x == 0) out[blockIdx.x] = OP == R_SUM ? float(a * scale) : float(a);
 }
+
+// ---- 16-byte vector loads (float4 / double2) for the layouts where plain loads leave bandwidth
+// unused: short rows (one thread a row element gives too little work per thread) and column
+// reductions (a warp then reads 512 bytes a row instead of 128).
+
+template <typename T> struct Vec16;
+template <> struct Vec16<float> {
+    typedef float4 type;
+    enum { N = 4 };
+    template <typename A> __device__ __forceinline__ static A at(const float4& v, int k) {
+        return A(k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w);
+    }
+};
+template <> struct Vec16<double> {
+    typedef double2 type;
+    enum { N = 2 };
+    template <typename A> __device__ __forceinline__ static A at(const double2& v, int k) {
+        return A(k == 0 ? v.x : v.y);
+    }
+};
+
+template <int OP, typename T, typename A> __device__ __forceinline__ A vec_fold(const typename Vec16<T>::type& v) {
+    A a = Vec16<T>::template at<A>(v, 0);
+#pragma unroll
+    for (int k = 1; k < Vec16<T>::N; ++k) a = r_op<OP>(a, Vec16<T>::template at<A>(v, k));
+    return a;
+}
+
+// inner == 1, rows of nv vectors (nv <= gw <= 32, gw a power of two), x 16-byte aligned. `gw`
+// lanes share a row, one vector each, so a warp reads 32 / gw adjacent rows (contiguous bytes)
+// per step; it takes four steps at once and strides over the grid (the row -> lanes assignment
+// is fixed, so the result does not depend on scheduling).
+template <typename T, int OP>
+__global__ void reduce_rows_v(const T* __restrict__ x, T* __restrict__ out, i64 rows, i64 nv, int gw,
+                              double scale) {
+    typedef typename RAcc<T, OP>::type A;
+    typedef typename Vec16<T>::type V;
+    const V* __restrict__ p = reinterpret_cast<const V*>(x);
+    const int lane = threadIdx.x & 31;
+    const int q = lane / gw, l = lane & (gw - 1);
+    const int rpw = 32 / gw;
+    const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 base = warp * 4 * rpw; base < rows; base += nwarps * 4 * rpw) {  // uniform over the warp
+        A a[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const i64 row = base + k * rpw + q;
+            a[k] = r_init<A, OP>();
+            if (row < rows && l < nv) a[k] = vec_fold<OP, T, A>(p[row * nv + l]);
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const A s = sub_reduce<OP>(a[k], gw);
+            const i64 row = base + k * rpw + q;
+            if (l == 0 && row < rows) out[row] = OP == R_SUM ? T(s * scale) : T(s);
+        }
+    }
+}
+
+// inner > 1, inner a multiple of the vector width, x 16-byte aligned. Block (bx, by), by a power
+// of two: lane tx owns VEC adjacent columns (vector cb * bx + tx of the row), ty takes rows
+// lo + ty, lo + ty + by, ... of its chunk; the by partials are combined in shared memory in a
+// fixed tree. Block b is (o, c, cb) with cb fastest; writes out[(o * chunks + c) * inner + col].
+template <typename T, int OP>
+__global__ void __launch_bounds__(256) reduce_cols_v(const T* __restrict__ x, T* __restrict__ out, i64 n,
+                                                     i64 inner, i64 chunks, i64 seg, i64 ncb, double scale) {
+    typedef typename RAcc<T, OP>::type A;
+    typedef typename Vec16<T>::type V;
+    enum { N = Vec16<T>::N };
+    __shared__ A sh[256 * N];
+    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
+    const i64 b = blockIdx.x;
+    const i64 cb = b % ncb, r = b / ncb;
+    const i64 c = r % chunks, o = r / chunks;
+    const i64 nv = inner / N;
+    const i64 v = cb * bx + tx;
+    const i64 lo = c * seg;
+    const i64 hi = lo + seg < n ? lo + seg : n;
+    A a0[N], a1[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) a0[k] = a1[k] = r_init<A, OP>();
+    if (v < nv) {
+        const V* __restrict__ p = reinterpret_cast<const V*>(x + o * n * inner) + v;
+        i64 j = lo + ty;
+        for (; j + 3 * by < hi; j += 4 * by) {
+            const V v0 = p[j * nv], v1 = p[(j + by) * nv], v2 = p[(j + 2 * by) * nv], v3 = p[(j + 3 * by) * nv];
+#pragma unroll
+            for (int k = 0; k < N; ++k) {
+                a0[k] = r_op<OP>(a0[k], r_op<OP>(Vec16<T>::template at<A>(v0, k), Vec16<T>::template at<A>(v1, k)));
+                a1[k] = r_op<OP>(a1[k], r_op<OP>(Vec16<T>::template at<A>(v2, k), Vec16<T>::template at<A>(v3, k)));
+            }
+        }
+        for (; j < hi; j += by) {
+            const V v0 = p[j * nv];
+#pragma unroll
+            for (int k = 0; k < N; ++k) a0[k] = r_op<OP>(a0[k], Vec16<T>::template at<A>(v0, k));
+        }
+    }
+    const int me = (ty * bx + tx) * N;
+#pragma unroll
+    for (int k = 0; k < N; ++k) sh[me + k] = r_op<OP>(a0[k], a1[k]);
+    __syncthreads();
+    for (int s = by >> 1; s > 0; s >>= 1) {
+        if (ty < s) {
+            const int other = ((ty + s) * bx + tx) * N;
+#pragma unroll
+            for (int k = 0; k < N; ++k) sh[me + k] = r_op<OP>(sh[me + k], sh[other + k]);
+        }
+        __syncthreads();
+    }
+    if (ty == 0 && v < nv) {
+        T* __restrict__ dst = out + (o * chunks + c) * inner + v * N;
+#pragma unroll
+        for (int k = 0; k < N; ++k) dst[k] = OP == R_SUM ? T(sh[me + k] * scale) : T(sh[me + k]);
+    }
+}
