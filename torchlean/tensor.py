@@ -54,6 +54,17 @@ class _State(threading.local):
 
 
 _state = _State()
+_INT_WRITES = [0]  # in-place writes to integer tensors so far (see nn.functional._device_ints)
+# Device buffers shared with other libraries through DLPack (exported or imported): their
+# owners may write them at any time, so no host copy of them is ever reused.
+SHARED_BUFFERS: set = set()
+
+
+def _note_shared(v) -> None:
+    data = getattr(v, "data", None)
+    ptr = getattr(data, "ptr", None)
+    if ptr is not None:
+        SHARED_BUFFERS.add(ptr)
 
 
 def is_grad_enabled() -> bool:
@@ -235,6 +246,7 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     def __dlpack__(self, **kw):
+        _note_shared(self._value)
         return self._value.__dlpack__(**kw)
 
     def __dlpack_device__(self):
@@ -287,6 +299,8 @@ class Tensor:
 
     def zero_(self):
         self._value[...] = 0
+        if self._value.dtype.kind != "f":
+            _INT_WRITES[0] += 1  # host copies of integer CUDA tensors (loss targets) are read again
         return self
 
     def __repr__(self):
@@ -761,7 +775,9 @@ def from_dlpack(obj) -> Tensor:
     if dev == 1:  # kDLCPU
         return Tensor(np.from_dlpack(obj))
     cp = get_kernels("cuda").xp
-    return Tensor(cp.from_dlpack(obj))
+    v = cp.from_dlpack(obj)
+    _note_shared(v)
+    return Tensor(v)
 
 
 def _creation(fill):

@@ -73,6 +73,24 @@ def _dispatch(name):
     d = _DISPATCH[name] = (spec, rule, spec.arity, spec.shape)
     return d
 
+
+_DEVICE_OF_TYPE: dict = {}  # array type -> device (device_of depends on the type alone)
+
+
+def _common_device(name, vals) -> str:
+    """The device of all of ``vals``; DeviceError when they differ."""
+    dev = None
+    for w in vals:
+        dw = _DEVICE_OF_TYPE.get(type(w))
+        if dw is None:
+            dw = _DEVICE_OF_TYPE[type(w)] = device_of(w)
+        if dev is None:
+            dev = dw
+        elif dw != dev:
+            raise DeviceError(f"{name}: inputs on different devices ({dev} and {dw})")
+    return dev or "cpu"
+
+
 def run_op(name, vals, attrs, fast=None, needs=None):
     """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
 
@@ -90,11 +108,7 @@ def run_op(name, vals, attrs, fast=None, needs=None):
     dev = "cpu"
     for v in vals:
         if type(v) is not _ndarray:
-            dev = device_of(vals[0]) if vals else "cpu"
-            for w in vals:
-                dw = device_of(w)
-                if dw != dev:
-                    raise DeviceError(f"{name}: inputs on different devices ({dev} and {dw})")
+            dev = _common_device(name, vals)
             break
     if attrs:
         try:

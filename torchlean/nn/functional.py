@@ -12,11 +12,13 @@ integer targets, indices and class weights travel as host-array attributes.
 from __future__ import annotations
 
 import numbers
+import weakref
 
 import numpy as np
 
+from ..autograd.rules.nn import remember_device_copy
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
-from ..tensor import Tensor, _apply, next_rng_key, where
+from ..tensor import _INT_WRITES, SHARED_BUFFERS, Tensor, _apply, next_rng_key, where
 
 __all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
            "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
@@ -30,8 +32,43 @@ def _tensor(x, op, what="input"):
     return x
 
 
+# id(CUDA tensor) -> (weak reference to it, its value, integer-write count, read-only host copy)
+_DEVICE_INTS: dict = {}
+
+
+def _device_ints(t, op, what):
+    """The host copy of an integer CUDA tensor, read once per buffer.
+
+    A training loop passes the same target tensor step after step: copying it to the host each
+    time would stop the host until the GPU catches up. The copy is kept while the tensor holds
+    the same value array and no integer tensor was written in place since (``Tensor.zero_``);
+    it is read-only, and the loss rules find the device buffer from it. Buffers shared through
+    DLPack are copied on every call."""
+    v = t._value
+    if v.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: {what} must hold integers, got dtype {v.dtype}")
+    if v.data.ptr in SHARED_BUFFERS:  # another library may write it: copy every time
+        return t.numpy()
+    key = id(t)
+    hit = _DEVICE_INTS.get(key)
+    if hit is not None and hit[0]() is t and hit[1] is v and hit[2] == _INT_WRITES[0]:
+        return hit[3]
+    a = t.numpy()
+    a.flags.writeable = False
+
+    def forget(ref, key=key):
+        e = _DEVICE_INTS.get(key)
+        if e is not None and e[0] is ref:
+            del _DEVICE_INTS[key]
+    _DEVICE_INTS[key] = (weakref.ref(t, forget), v, _INT_WRITES[0], a)
+    remember_device_copy(a, v)
+    return a
+
+
 def _host_ints(t, op, what="target"):
     """An integer Tensor / array / list as a host int array (an op attribute)."""
+    if isinstance(t, Tensor) and type(t._value) is not np.ndarray:
+        return _device_ints(t, op, what)
     a = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
     if a.dtype.kind not in "iu":
         raise DTypeError(f"{op}: {what} must hold integers, got dtype {a.dtype}")

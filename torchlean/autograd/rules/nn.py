@@ -5,10 +5,13 @@ op over another axis moves that axis last and back (pure data movement). The
 class-target losses fold ``(N, C, d1, ...)`` into rows ``(N * d1 * ..., C)`` the
 same way. Targets and class weights are host arrays: the derived per-row
 quantities (validity, picked weights, their total) are computed on the host and
-uploaded once.
+uploaded once. A target that came from a CUDA tensor (``remember_device_copy``)
+runs from that tensor's buffer instead.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -85,20 +88,63 @@ def _unrows(K, d, shape):
     return K.ascontiguous(K.xp.moveaxis(d, -1, 1))
 
 
+# id(read-only host copy) -> (weak reference to it, the device array it was copied from)
+_DEVICE_COPIES: dict = {}
+
+
+def remember_device_copy(host, dev) -> None:
+    """Note that read-only ``host`` holds the values of device array ``dev``: a loss whose target
+    attribute is ``host`` then reads ``dev`` instead of uploading ``host`` again."""
+    key = id(host)
+
+    def forget(ref, key=key):
+        e = _DEVICE_COPIES.get(key)
+        if e is not None and e[0] is ref:
+            del _DEVICE_COPIES[key]
+    _DEVICE_COPIES[key] = (weakref.ref(host, forget), dev)
+
+
+def _device_copy(target):
+    e = _DEVICE_COPIES.get(id(target))
+    return e[1] if e is not None and e[0]() is target else None
+
+
 class _Targets:
-    """Host-side facts about the targets of one call, uploaded to ``K``'s device."""
+    """The targets of one call on ``K``'s device (``target`` is the host attribute, already
+    validated by the shape rule). On CUDA a target that came from a device buffer runs from that
+    buffer, with no upload; ``valid`` and ``total`` (label smoothing only) are computed on first use."""
 
     def __init__(self, K, C, dtype, target, weight, ignore_index):
-        t = np.asarray(target, dtype=np.int64).reshape(-1)
-        valid = t != ignore_index
-        w_host = None if weight is None else np.asarray(weight, dtype=np.float64)
-        wt = np.where(valid, 1.0 if w_host is None else w_host[np.where(valid, t, 0)], 0.0)
+        self.K, self.dtype, self.target, self.weight, self.ignore_index = K, dtype, target, weight, ignore_index
         self.shape = np.shape(target)
-        self.M, self.C = t.shape[0], C
-        self.total = float(wt.sum())
-        self.t = t if K.device == "cpu" else _upload(K, t, np.int64)
-        self.w = None if w_host is None else _upload(K, w_host, dtype)
-        self.valid = _upload(K, valid, dtype)
+        self.M, self.C = int(np.prod(self.shape, dtype=np.int64)), C
+        dev = None if K.device == "cpu" else _device_copy(target)
+        if dev is not None:
+            self.t = K.ascontiguous(K.astype(dev, np.int64)).reshape(-1)
+        else:
+            t = np.asarray(target, dtype=np.int64).reshape(-1)
+            self.t = t if K.device == "cpu" else _upload(K, t, np.int64)
+        self.w = None if weight is None else _upload(K, np.asarray(weight, dtype=np.float64), dtype)
+        self._valid = self._total = None
+
+    def _host_valid(self):
+        return np.asarray(self.target, dtype=np.int64).reshape(-1) != self.ignore_index
+
+    @property
+    def valid(self):
+        if self._valid is None:
+            self._valid = _upload(self.K, self._host_valid(), self.dtype)
+        return self._valid
+
+    @property
+    def total(self):
+        if self._total is None:
+            t = np.asarray(self.target, dtype=np.int64).reshape(-1)
+            valid = t != self.ignore_index
+            w = self.weight
+            wt = np.where(valid, 1.0 if w is None else np.asarray(w, dtype=np.float64)[np.where(valid, t, 0)], 0.0)
+            self._total = float(wt.sum())
+        return self._total
 
 
 def _nll_rows(K, lp, T, ignore_index, reduction):
