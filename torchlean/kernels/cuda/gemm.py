@@ -181,6 +181,10 @@ def matmul(a, b):
     """``a @ b`` with NumPy matmul semantics: :func:`gemm` when :func:`active`, else ``cupy.matmul``."""
     if ROUTE_ALWAYS or _forced > 0 or cupy.cuda.get_current_stream().is_capturing():
         return gemm(a, b)
+    if (a.ndim > 2 or b.ndim > 2) and not (a._c_contiguous and b._c_contiguous):
+        # CuPy copies a batched operand whose last two axes are swapped (measured: 0.74 ms
+        # against 0.31 ms for the direct call on conv2d's weight-gradient product); cuBLAS reads it as is.
+        return gemm(a, b)
     return cupy.matmul(a, b)
 
 
