@@ -732,6 +732,41 @@ def test_layer_kernels_match_host(K, rng, dtype):
     check(K, "selective_scan_diag_fwd", a, bb, xs, h0, tol=tol)
 
 
+# (N, C_in, C_out, spatial, kernel, stride, padding, dilation, groups)
+CONV_CASES = [
+    (2, 3, 4, (11,), (3,), (2,), (1,), (1,), 1),
+    (3, 4, 6, (9, 7), (3, 2), (2, 1), (1, 0), (1, 2), 2),
+    (1, 2, 3, (5, 6, 7), (2, 3, 2), (2, 1, 2), (1, 1, 0), (2, 1, 1), 1),
+    (2, 4, 6, (5, 3), (1, 1), (1, 1), (0, 0), (1, 1), 2),
+    (5, 8, 8, (13, 13), (3, 3), (1, 1), (1, 1), (1, 1), 1),
+    (2, 4, 4, (10, 9), (3, 3), (1, 1), (2, 1), (2, 1), 2),
+    (2, 3, 3, (7,), (1,), (1,), (1,), (1,), 1),
+    (2, 2, 2, (4, 3, 3, 5), (2, 1, 2, 3), (1, 2, 1, 2), (0, 1, 1, 1), (1, 1, 1, 2), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv_native(K, rng, monkeypatch, case, chunked, dtype):
+    n, ci, co, sp, k, s, p, dil, groups = case
+    if chunked:  # a tiny column budget: one sample per chunk
+        monkeypatch.setattr("torchlean.kernels.cuda.conv.COLS_BUDGET", 1)
+    tol = (1e-4, 1e-4) if dtype == np.float32 else (1e-11, 1e-11)
+    x = rand(rng, (n, ci) + sp, dtype, -1, 1)
+    w = rand(rng, (co, ci // groups) + k, dtype, -1, 1)
+    b = rand(rng, co, dtype, -1, 1) if n != 3 else None
+    y = check(K, "conv_forward", x, w, b, s, p, dil, groups, tol=tol)[0]
+    g = rand(rng, y.shape, dtype, -1, 1)
+    check(K, "conv_backward", x, w, g, s, p, dil, groups, True, True, True, tol=tol)
+    check(K, "conv_backward", x, w, g, s, p, dil, groups, False, True, False, tol=tol)
+    op = tuple(min(si, di) - 1 for si, di in zip(s, dil))  # the largest output padding allowed
+    wt = rand(rng, (ci, co // groups) + k, dtype, -1, 1)
+    yt = check(K, "conv_transpose_forward", x, wt, b, s, p, op, dil, groups, tol=tol)[0]
+    gt = rand(rng, yt.shape, dtype, -1, 1)
+    check(K, "conv_transpose_backward", x, wt, gt, s, p, op, dil, groups, True, True, True, tol=tol)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lead,L,S", [((), 1, 1), ((2,), 31, 5), ((3, 2), 100, 33), ((), 1000, 4)])
 def test_selective_scan_native(K, rng, lead, L, S, dtype):
@@ -757,6 +792,42 @@ def test_layer_norm_native(K, rng, rows, n, dtype):
         g = rand(rng, (rows, n), dtype)
         # dgamma/dbeta sum over every row: host and device add in different orders in float32.
         check(K, "layer_norm_bwd", x, gm, mean, rstd, g, tol=(1e-3, 1e-3) if dtype == np.float32 else tol)
+
+
+# ---- native spectral convolution (src/spectral.cu) -------------------------------------------
+
+SPECTRAL = ["spectral_conv1d_rfft_fwd", "spectral_conv1d_rfft_bwd_x", "spectral_conv1d_rfft_bwd_wre",
+            "spectral_conv1d_rfft_bwd_wim"]
+
+
+# (batch, grid, in, out, modes): size 1; odd and even grids with modes = grid//2 + 1 (the Nyquist
+# bin); channels over the 32-channel staging and the 128-thread tiles; a split grid axis.
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("path", ["dft", "fft"])
+@pytest.mark.parametrize("B,n,ci,co,m", [(1, 1, 1, 1, 1), (2, 31, 3, 5, 16), (3, 64, 4, 2, 33),
+                                         (9, 100, 70, 130, 7), (4, 4096, 8, 8, 32), (1, 2048, 3, 2, 40)])
+def test_spectral_conv_native(K, rng, monkeypatch, B, n, ci, co, m, path, dtype):
+    monkeypatch.setattr("torchlean.kernels.cuda.spectral.FORCE_PATH", path)
+    x, g = rand(rng, (B, n, ci), dtype), rand(rng, (B, n, co), dtype)
+    w_re, w_im = rand(rng, (m, ci, co), dtype, -1, 1), rand(rng, (m, ci, co), dtype, -1, 1)
+    eps = 3e-5 if dtype == np.float32 else 1e-12
+    for name in SPECTRAL:
+        args = (x, w_re, w_im) if name.endswith("fwd") else (x, w_re, w_im, g)
+        scale = float(np.abs(getattr(H, name)(*args)).max())  # a truncated DFT errs relative to the peak
+        check(K, name, *args, tol=(0.0, eps * max(scale, 1e-30)))
+
+
+def test_spectral_conv_split_and_determinism(K, rng, monkeypatch):
+    x, g = rand(rng, (3, 512, 5), np.float32), rand(rng, (3, 512, 6), np.float32)
+    w_re, w_im = rand(rng, (2, 9, 5, 6), np.float32, -1, 1)
+    for split in (1, 2, 8):
+        monkeypatch.setattr("torchlean.kernels.cuda.spectral.SPLIT", split)
+        for name in SPECTRAL[1:]:
+            want = getattr(H, name)(x, w_re, w_im, g)
+            check(K, name, x, w_re, w_im, g, tol=(0.0, 3e-5 * float(np.abs(want).max())))
+    args = [dev(K, a) for a in (x, w_re, w_im, g)]
+    a, b = (K.to_host(K.spectral_conv1d_rfft_bwd_wre(*args)) for _ in range(2))
+    assert np.array_equal(a, b)
 
 
 # ---- direct cuBLAS: the matrix products recorded in CUDA graphs ----------------------------
@@ -988,3 +1059,66 @@ def test_optimizer_adam_cuda_matches_cpu_trajectory(K):
             for a, b in zip(traj[0][:-1], traj[1][:-1]):
                 np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
             assert traj[0][-1] == traj[1][-1] == 4
+
+
+# ---- native flash attention (src/attention.cu) ----------------------------------------------
+
+
+def _fa_reference(q, k, v, mask, scale, hard, g):
+    """Float64 host forward and backward of float32 inputs: the reference the kernels approach."""
+    up = [None if a is None else a.astype(np.float64) for a in (q, k, v)]
+    out, lse = H.flash_attention_fwd(*up, mask, scale, hard)
+    grads = H.flash_attention_bwd(*up, mask, out, lse, g.astype(np.float64), scale, hard)
+    return out, lse, grads
+
+
+@pytest.mark.parametrize("B,n,m,d,e", [(1, 1, 1, 1, 1), (2, 5, 6, 8, 3), (3, 64, 64, 16, 16), (2, 65, 130, 32, 24),
+                                       (2, 200, 77, 64, 64), (1, 129, 300, 100, 128), (2, 70, 40, 130, 20)])
+@pytest.mark.parametrize("masking", ["none", "soft", "hard", "hard_empty_rows", "broadcast"])
+def test_flash_attention_native(K, rng, B, n, m, d, e, masking):
+    q, k, v = rand(rng, (B, n, d), np.float32, -1, 1), rand(rng, (B, m, d), np.float32, -1, 1), \
+        rand(rng, (B, m, e), np.float32, -1, 1)
+    g = rand(rng, (B, n, e), np.float32, -1, 1)
+    mask, hard = None, masking.startswith("hard")
+    if masking in ("soft", "hard"):
+        mask = rng.random((B, n, m)) < 0.6
+    elif masking == "hard_empty_rows":
+        mask = rng.random((B, n, m)) < 0.5
+        mask[:, ::3] = False  # rows with no allowed key: out 0, lse +inf, no gradient
+    elif masking == "broadcast":
+        mask = np.broadcast_to(np.tril(np.ones((n, m), bool)), (B, n, m))  # causal, shared by the batch
+    scale = 1.0 / math.sqrt(d)
+    out_w, lse_w, (dq_w, dk_w, dv_w) = _fa_reference(q, k, v, mask, scale, hard, g)
+    dmask = None if mask is None else K.from_host(np.ascontiguousarray(mask), bool)
+    if masking == "broadcast":
+        import cupy
+        dmask = cupy.broadcast_to(K.from_host(np.tril(np.ones((n, m), bool)), bool), (B, n, m))
+    poison(out_w.nbytes * 4)
+    out, lse = K.flash_attention_fwd(dev(K, q), dev(K, k), dev(K, v), dmask, scale, hard)
+    out, lse = host(K, out), host(K, lse)
+    assert out.dtype == lse.dtype == np.float32
+    np.testing.assert_allclose(out, out_w, rtol=1e-4, atol=2e-5)
+    finite = np.isfinite(lse_w)
+    assert np.array_equal(np.isfinite(lse), finite)
+    np.testing.assert_allclose(lse[finite], lse_w[finite], rtol=1e-5, atol=1e-5)
+    assert np.all(lse[~finite] == np.inf)
+    grads = K.flash_attention_bwd(dev(K, q), dev(K, k), dev(K, v), dmask, dev(K, out), dev(K, lse), dev(K, g),
+                                  scale, hard)
+    for name, got, want in zip(("dq", "dk", "dv"), grads, (dq_w, dk_w, dv_w)):
+        got = host(K, got)
+        assert got.shape == want.shape and got.dtype == np.float32, name
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(want).max())),
+                                   err_msg=name)
+    dq_only = host(K, K.flash_attention_bwd_q(dev(K, q), dev(K, k), dev(K, v), dmask, dev(K, out), dev(K, lse),
+                                              dev(K, g), scale, hard))
+    np.testing.assert_array_equal(dq_only, host(K, grads[0]))
+
+
+def test_flash_attention_native_deterministic(K, rng):
+    q, k, v, g = (rand(rng, (4, 300, 64), np.float32, -1, 1) for _ in range(4))
+    args = [dev(K, a) for a in (q, k, v)]
+    out, lse = K.flash_attention_fwd(*args, None, 0.125, False)
+    first = [host(K, t) for t in K.flash_attention_bwd(*args, None, out, lse, dev(K, g), 0.125, False)]
+    again = [host(K, t) for t in K.flash_attention_bwd(*args, None, out, lse, dev(K, g), 0.125, False)]
+    for a, b in zip(first, again):
+        assert np.array_equal(a, b)

@@ -55,10 +55,11 @@ def load_modules() -> list:
     """Import CuPy (BackendUnavailableError when absent or without a GPU) and return the kernel modules."""
     _import_cupy()
     set_tf32(False)
-    from . import core, layers, memory, ported
+    from . import attention, conv, core, layers, memory, ported, spectral
     memory.install()
+    native = (spectral, attention, layers, conv, core)
     # Later modules win: our native kernels over the host layer modules run on CuPy.
-    return [ported.load(skip=set(dir(core)) | set(dir(layers))), layers, core]
+    return [ported.load(skip=set().union(*(dir(m) for m in native))), *native]
 
 
 __all__ = ["load_modules", "set_tf32", "tf32_enabled", "INSTALL"]

@@ -45,6 +45,7 @@ NAMES: dict[str, list[str]] = {
         + [f"reduce_cols<{t}, {op}>" for t in FLOATS for op in (0, 1)]
         + [f"max_bwd_kernel<{t}>" for t in FLOATS]
         + [f"reduce_vec4<{op}>" for op in (0, 1)]
+        + [f"{k}<{t}, {op}>" for k in ("reduce_rows_v", "reduce_cols_v") for t in FLOATS for op in (0, 1)]
     ),
     "layout": [f"{k}<{e}>" for k in ("transpose_tiled", "swap_middle", "broadcast_nd", "vec_to_rows",
                                        "vec_to_cols", "concat2", "copy_range") for e in ELEMS],
@@ -68,6 +69,11 @@ NAMES: dict[str, list[str]] = {
                                      "adadelta_kernel", "adam_multi_kernel") for t in FLOATS],
     "fused": ([f"binary_kernel<{t}, {op}, {m}>" for t in FLOATS for op in range(N_BINARY) for m in range(N_BMODE)]
               + [f"{k}<{t}>" for k in ("nll_fwd_kernel", "nll_scale_kernel", "nll_bwd_kernel") for t in FLOATS]),
+    "spectral": ([f"spectral_mix<{t}, {a}>" for t in FLOATS for a in ("false", "true")]
+                 + [f"{k}<{t}>" for k in ("spectral_dw", "spectral_finish") for t in FLOATS]),
+    "attention": [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv") for dm in (64, 128)],
+    "conv": ([f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in FLOATS for d in range(1, 9)]
+             + [f"bias_add_k<{t}>" for t in FLOATS]),
 }
 
 _MODULES: dict[str, cupy.RawModule] = {}
@@ -125,7 +131,7 @@ try:
     from cupy.cuda import driver as _driver
     from cupy.cuda import stream as _stream
     _launch_kernel = _driver.launchKernel
-    _stream_ptr = getattr(_stream, "get_current_stream_ptr", None) or (lambda: cupy.cuda.get_current_stream().ptr)
+    _current_stream = _stream.get_current_stream
     FAST_LAUNCH = True
 except (ImportError, AttributeError):  # a CuPy without the driver binding: its own launch only
     FAST_LAUNCH = False
@@ -186,14 +192,21 @@ def launch_function(f, grid, block, args, key=None) -> None:
     global FAST_LAUNCH
     if FAST_LAUNCH:
         h = _HANDLES.get(id(f)) or _handle(f)
-        p = _packer(key or tuple(map(type, args)), args) if h else None
-        if p is not None:
+        if key is None:
+            key = tuple(map(type, args))
+        try:
+            p = _TLS.packers.get(key)
+        except AttributeError:
+            p = None
+        if p is None and h:
+            p = _packer(key, args)
+        if p is not None and h:
             try:
                 p.st.pack_into(p.buf, 0, *[a.data.ptr if type(a) is _NDARRAY else (0 if a is None else a)
                                            for a in args])
                 _launch_kernel(h, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
                                block[0], block[1] if len(block) > 1 else 1, block[2] if len(block) > 2 else 1,
-                               0, _stream_ptr(), 0, p.ptr)
+                               0, _current_stream().ptr, 0, p.ptr)
                 return
             except Exception:  # a CuPy whose binding differs: its own launch from now on (it raises real errors)
                 FAST_LAUNCH = False

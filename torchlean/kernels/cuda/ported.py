@@ -45,11 +45,23 @@ def port(module_name: str) -> types.ModuleType:
     return mod
 
 
+_TWINS: dict = {}
+
+
+def twin(module_name: str) -> types.ModuleType:
+    """The ported twin of host module ``module_name``, built once per process: the fallback of
+    the native kernels for inputs they do not take (float64 attention, empty axes, ...)."""
+    m = _TWINS.get(module_name)
+    if m is None:
+        m = _TWINS[module_name] = port(module_name)
+    return m
+
+
 def load(skip=()) -> types.ModuleType:
     """One module with the surface's names defined by the ported host modules (minus ``skip``)."""
     out = types.ModuleType("torchlean.kernels.cuda.ported_surface")
     for name in HOST_MODULES:
-        m = port(name)
+        m = twin(name)
         for k in KERNELS:
             if k not in skip and callable(getattr(m, k, None)):
                 setattr(out, k, getattr(m, k))

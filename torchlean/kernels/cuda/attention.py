@@ -1,0 +1,160 @@
+"""Native flash attention on CUDA (``src/attention.cu``): one tiled online-softmax forward
+kernel, and a backward of two kernels (dq per query tile, dk/dv per key tile), float32.
+
+Device memory is O(n): the forward keeps the row log-sum-exp and nothing of size n x m. The
+semantics are those of :func:`torchlean.kernels.host_nn.flash_attention_fwd` (soft fill -1000,
+hard masking, rows without an allowed key give 0 and lse +inf). Float64 inputs, head sizes
+above 128 and empty inputs run the host algorithm on CuPy (:mod:`.ported`), which has the same
+semantics.
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from .build import function
+from .core import _contig, _dev
+from .ported import twin
+
+_TILE = 64           # columns per tile (FA_T in the source)
+_THREADS = 256
+_DMS = (64, 128)
+
+
+def _ported():
+    return twin("torchlean.kernels.host_nn")
+
+
+def _head_dim(q, k, v, mask):
+    """The padded head size DM of the native kernels, or None when the ported path must run."""
+    if not (q.dtype == k.dtype == v.dtype == np.float32):
+        return None
+    B, n, d = q.shape
+    m, e = k.shape[1], v.shape[2]
+    if B == 0 or n == 0 or m == 0 or d == 0 or e == 0:
+        return None
+    need = max(d, e)
+    for dm in _DMS:
+        if need <= dm:
+            return dm
+    return None
+
+
+def _smem(kind: str, dm: int) -> int:
+    lt, ln = 68, dm + 4    # FA_LT (transposed tiles), row-major tiles
+    floats = {"fwd": dm * lt + _TILE * lt + 4 * _TILE * ln,     # key/value tiles double-buffered
+              "dq": 2 * dm * lt + _TILE * lt + 2 * _TILE * ln,
+              "kv": 2 * dm * lt + 2 * _TILE * lt + 2 * _TILE * ln + 2 * _TILE}[kind]
+    return 4 * floats
+
+
+_READY: dict = {}
+
+
+def _kernel(kind: str, dm: int):
+    """The compiled kernel, its dynamic shared memory limit raised (above 48 KiB) once."""
+    key = (kind, dm)
+    f = _READY.get(key)
+    if f is None:
+        name = {"fwd": "fa_fwd", "dq": "fa_bwd_dq", "kv": "fa_bwd_kv"}[kind]
+        f = function("attention", f"{name}<{dm}>")
+        f.max_dynamic_shared_size_bytes = _smem(kind, dm)
+        _READY[key] = f
+    return f
+
+
+def _mask_args(mask, shape):
+    """(pointer-or-0, batch stride, row stride, column stride) of a 0/1 mask broadcast to ``shape``."""
+    if mask is None:
+        return (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+    mk = _dev(mask)
+    if mk.dtype != np.bool_:
+        mk = mk != 0
+    mk = cupy.broadcast_to(mk, shape)
+    return (mk,) + tuple(np.int64(s) for s in mk.strides)  # bool: byte strides are element strides
+
+
+def _padded(x, width=None):
+    """``x`` C-contiguous, 16-byte aligned, its last axis zero-padded to a multiple of 4 (or to
+    ``width``): the kernels move rows as float4."""
+    x = _dev(x)
+    w = x.shape[-1]
+    want = width if width is not None else -(-w // 4) * 4
+    if want != w:
+        out = cupy.zeros(x.shape[:-1] + (want,), dtype=x.dtype)
+        out[..., :w] = x
+        return out
+    x = _contig(x)
+    return x if x.data.ptr % 16 == 0 else x.copy()
+
+
+def _prep(q, k, v):
+    return _padded(q), _padded(k), _padded(v)
+
+
+def _unpad(x, w):
+    return x if x.shape[-1] == w else _contig(x[..., :w])
+
+
+def _launch(kind, dm, B, rows, args):
+    """One block per (batch, tile of the kernel's rows); ``args`` end before the tile count."""
+    tiles = -(-rows // _TILE)
+    _kernel(kind, dm)((tiles * B,), (_THREADS,), args + (np.int32(tiles),), shared_mem=_smem(kind, dm))
+
+
+def flash_attention_fwd(q, k, v, mask, scale, hard):
+    dm = _head_dim(q, k, v, mask)
+    if dm is None:
+        return _ported().flash_attention_fwd(q, k, v, mask, scale, hard)
+    e0 = v.shape[2]
+    q, k, v = _prep(q, k, v)
+    B, n, d = q.shape
+    m, e = k.shape[1], v.shape[2]
+    mk = _mask_args(mask, (B, n, m))
+    out = cupy.empty((B, n, e), dtype=np.float32)
+    lse = cupy.empty((B, n), dtype=np.float32)
+    _launch("fwd", dm, B, n, (q, k, v) + mk + (out, lse, np.int32(n), np.int32(m), np.int32(d), np.int32(e),
+                                                np.float32(scale), np.int32(bool(hard))))
+    return _unpad(out, e0), lse
+
+
+def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
+    dm = _head_dim(q, k, v, mask)
+    if dm is None:
+        return _ported().flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)
+    d0, e0 = q.shape[2], v.shape[2]
+    q, k, v = _prep(q, k, v)
+    B, n, d = q.shape
+    m, e = k.shape[1], v.shape[2]
+    out = _padded(_dev(out).astype(np.float32, copy=False), e)
+    lse = _contig(_dev(lse).astype(np.float32, copy=False))
+    g = _padded(cupy.broadcast_to(_dev(g), (B, n, e0)).astype(np.float32, copy=False), e)
+    mk = _mask_args(mask, (B, n, m))
+    dq = cupy.empty_like(q)
+    delta = cupy.empty((B, n), dtype=np.float32)
+    tail = (np.int32(n), np.int32(m), np.int32(d), np.int32(e), np.float32(scale), np.int32(bool(hard)))
+    # dq first: it also writes delta = rowsum(g * out), which the dk/dv kernel reads.
+    _launch("dq", dm, B, n, (q, k, v) + mk + (out, lse, g, dq, delta) + tail)
+    if not want_kv:
+        return _unpad(dq, d0), None, None
+    dk = cupy.empty_like(k)
+    dv = cupy.empty_like(v)
+    _launch("kv", dm, B, m, (q, k, v) + mk + (lse, delta, g, dk, dv) + tail)
+    return _unpad(dq, d0), _unpad(dk, d0), _unpad(dv, e0)
+
+
+def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard):
+    return _bwd(q, k, v, mask, out, lse, g, scale, hard)
+
+
+def flash_attention_bwd_q(q, k, v, mask, out, lse, g, scale, hard):
+    return _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=False)[0]
+
+
+def flash_attention_bwd_k(q, k, v, mask, out, lse, g, scale, hard):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)[1]
+
+
+def flash_attention_bwd_v(q, k, v, mask, out, lse, g, scale, hard):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)[2]

@@ -1,0 +1,445 @@
+// Flash attention in float32: a tiled online-softmax forward and a two-kernel backward.
+//
+// Semantics are those of host_nn.flash_attention_fwd/_bwd: logits s = (q * scale) k^T, a
+// blocked logit becomes -1000 (or, with hard masking, its weight 0), the forward saves only
+// the row log-sum-exp, and the backward recomputes the probabilities from it. No n x m matrix
+// ever lives in device memory.
+//
+// Every kernel is one block of 256 threads (16 x 16) per tile of 64 rows, walking tiles of 64
+// columns; a thread owns a 4 x 4 piece of each logit tile: rows ty*4 .. ty*4+3 and columns
+// tx, tx+16, tx+32, tx+48. The 16 lanes that share ty are one half-warp, so row reductions
+// are four xor-shuffles. Tile products read float4 from shared memory on both sides: four
+// rows of a transposed tile, and four consecutive head components of a row-major tile whose
+// row stride (DM + 4 floats) puts the 8 lanes of each quarter-warp on distinct bank groups;
+// products whose columns are head components read four consecutive columns (tx*4 ..).
+// Row-major tiles need no transposition, so the forward streams its key/value tiles with
+// cp.async into a second buffer while it works on the current one.
+//
+// The caller pads d and e to multiples of 4 with zeros and passes 16-byte aligned arrays;
+// DM (64 or 128) bounds both, and reductions over them stop at d or e.
+//
+// The backward is deterministic (no atomics): fa_bwd_dq walks the key tiles of one query tile
+// (and writes delta = rowsum(dO * O) for the second kernel), fa_bwd_kv walks the query tiles of
+// one key tile. Both recompute the logits, which costs two extra tile products over an
+// atomic-accumulation scheme and buys run-to-run identical gradients.
+
+#define FA_T 64    // rows per block and columns per tile
+#define FA_NT 256
+#define FA_LT 68   // row stride of transposed tiles: float4-aligned, 4 mod 32 (spread stores)
+
+__device__ __forceinline__ float fa_inf() { return __int_as_float(0x7f800000); }
+
+__device__ __forceinline__ float fa_row_max(float x) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+__device__ __forceinline__ float fa_row_sum(float x) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// The mask entry of (query row qi, key kj); nonzero where attending is allowed.
+__device__ __forceinline__ bool fa_keep(const unsigned char* mask, long long base, long long sn, long long sm,
+                                        int qi, int kj) {
+    return mask[base + qi * sn + kj * sm] != 0;
+}
+
+__device__ __forceinline__ float4 fa_ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// 16 bytes global -> shared without registers; zeros when !valid (src is then not read).
+__device__ __forceinline__ void fa_cp16(float* dst, const float* src, bool valid) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void fa_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void fa_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// 64 x DM slab from row row0 of a [*, width] matrix into dst[r * ld + c] (ld % 4 == 0),
+// zero past rows_left and width, times mul: float4 loads and stores, coalesced.
+template <int DM>
+__device__ __forceinline__ void fa_load_n(float* dst, int ld, const float* __restrict__ src, long long row0,
+                                          int rows_left, int width, float mul) {
+    constexpr int C4 = DM / 4;
+    for (int i = threadIdx.x; i < FA_T * C4; i += FA_NT) {
+        const int r = i / C4, c = (i % C4) * 4;
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r < rows_left && c < width) x = fa_ld4(&src[(row0 + r) * width + c]);
+        x.x *= mul; x.y *= mul; x.z *= mul; x.w *= mul;
+        *reinterpret_cast<float4*>(&dst[r * ld + c]) = x;
+    }
+}
+
+// The same slab through cp.async (mul = 1); the caller commits and waits.
+template <int DM>
+__device__ __forceinline__ void fa_load_async(float* dst, int ld, const float* __restrict__ src, long long row0,
+                                              int rows_left, int width) {
+    constexpr int C4 = DM / 4;
+    for (int i = threadIdx.x; i < FA_T * C4; i += FA_NT) {
+        const int r = i / C4, c = (i % C4) * 4;
+        const bool ok = r < rows_left && c < width;
+        fa_cp16(&dst[r * ld + c], ok ? &src[(row0 + r) * width + c] : src, ok);
+    }
+}
+
+// The slab stored transposed, dst[c * FA_LT + r]: a warp covers 8 rows x 16 columns (short
+// global segments, 2-way store conflicts). Used once per block.
+template <int DM>
+__device__ __forceinline__ void fa_load_t(float* dst, const float* __restrict__ src, long long row0,
+                                          int rows_left, int width, float mul) {
+    constexpr int C4 = DM / 4;
+    for (int i = threadIdx.x; i < FA_T * C4; i += FA_NT) {
+        const int rest = i >> 3;
+        const int r = (rest / C4) * 8 + (i & 7), c = (rest % C4) * 4;
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r < rows_left && c < width) x = fa_ld4(&src[(row0 + r) * width + c]);
+        dst[c * FA_LT + r] = x.x * mul;
+        dst[(c + 1) * FA_LT + r] = x.y * mul;
+        dst[(c + 2) * FA_LT + r] = x.z * mul;
+        dst[(c + 3) * FA_LT + r] = x.w * mul;
+    }
+}
+
+// acc[i][c] += sum_{k < kn} A[k][ty*4 + i] * B[tx + 16 c][k]: A transposed, B row-major
+// (ldb % 4 == 0), kn a multiple of 4. 32 float4 loads per 256 multiply-adds.
+__device__ __forceinline__ void fa_mm_rows(float (&acc)[4][4], const float* A, const float* B, int ldb, int kn,
+                                           int tx, int ty) {
+#pragma unroll 2
+    for (int k = 0; k < kn; k += 4) {
+        float4 a[4], b[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a[j] = fa_ld4(&A[(k + j) * FA_LT + ty * 4]);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) b[c] = fa_ld4(&B[(tx + 16 * c) * ldb + k]);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const float bv[4] = {b[c].x, b[c].y, b[c].z, b[c].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                acc[0][c] = fmaf(reinterpret_cast<const float*>(&a[j])[0], bv[j], acc[0][c]);
+                acc[1][c] = fmaf(reinterpret_cast<const float*>(&a[j])[1], bv[j], acc[1][c]);
+                acc[2][c] = fmaf(reinterpret_cast<const float*>(&a[j])[2], bv[j], acc[2][c]);
+                acc[3][c] = fmaf(reinterpret_cast<const float*>(&a[j])[3], bv[j], acc[3][c]);
+            }
+        }
+    }
+}
+
+// acc[i][4h + c] += sum_{k < FA_T} A[k][ty*4 + i] * B[k][64h + tx*4 + c]: A transposed, B
+// row-major (ldb % 4 == 0).
+template <int NG>
+__device__ __forceinline__ void fa_mm_cols(float (&acc)[4][4 * NG], const float* A, const float* B, int ldb,
+                                           int tx, int ty) {
+#pragma unroll 4
+    for (int k = 0; k < FA_T; ++k) {
+        const float4 a = fa_ld4(&A[k * FA_LT + ty * 4]);
+        const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int h = 0; h < NG; ++h) {
+            const float4 b = fa_ld4(&B[k * ldb + h * 64 + tx * 4]);
+            const float bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) acc[i][4 * h + c] = fmaf(av[i], bv[c], acc[i][4 * h + c]);
+        }
+    }
+}
+
+// dst[(tx + 16 c) * FA_LT + ty*4 + i] = x[i][c]: the thread's piece, stored column-major
+// (conflict-free: the 8 lanes of a quarter-warp land 68 floats apart).
+__device__ __forceinline__ void fa_store_t(float* dst, const float (&x)[4][4], int tx, int ty) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+        *reinterpret_cast<float4*>(&dst[(tx + 16 * c) * FA_LT + ty * 4]) =
+            make_float4(x[0][c], x[1][c], x[2][c], x[3][c]);
+}
+
+template <int DM>
+__global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_fwd(
+        const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+        const unsigned char* __restrict__ mask, long long msb, long long msn, long long msm,
+        float* __restrict__ out, float* __restrict__ lse, int n, int m, int d, int e, float scale, int hard,
+        int tiles) {
+    constexpr int NG = DM / 64, LN = DM + 4;
+    extern __shared__ float4 fa_smem4[];
+    float* Qt = reinterpret_cast<float*>(fa_smem4);  // [DM][FA_LT]
+    float* Pt = Qt + DM * FA_LT;                      // [FA_T][FA_LT]
+    float* Kn = Pt + FA_T * FA_LT;                    // 2 x [FA_T][LN]
+    float* Vn = Kn + 2 * FA_T * LN;                   // 2 x [FA_T][LN]
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const long long b = blockIdx.x / tiles;
+    const int q0 = (blockIdx.x % tiles) * FA_T;
+    const float NEG_INF = -fa_inf();
+
+    fa_load_async<DM>(Kn, LN, k, b * m, m, d);
+    fa_load_async<DM>(Vn, LN, v, b * m, m, e);
+    fa_cp_commit();
+    fa_load_t<DM>(Qt, q, b * n + q0, n - q0, d, scale);
+
+    float o[4][4 * NG], mrow[4], lrow[4], shift[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        mrow[i] = NEG_INF;
+        lrow[i] = 0.f;
+        shift[i] = 0.f;
+#pragma unroll
+        for (int c = 0; c < 4 * NG; ++c) o[i][c] = 0.f;
+    }
+    const long long mbase = b * msb;
+
+    for (int k0 = 0, t = 0; k0 < m; k0 += FA_T, ++t) {
+        const float* Kc = Kn + (t & 1) * FA_T * LN;
+        const float* Vc = Vn + (t & 1) * FA_T * LN;
+        __syncthreads();  // every warp is done with the buffer the next prefetch fills, and with Pt
+        if (k0 + FA_T < m) {
+            fa_load_async<DM>(Kn + ((t + 1) & 1) * FA_T * LN, LN, k, b * m + k0 + FA_T, m - k0 - FA_T, d);
+            fa_load_async<DM>(Vn + ((t + 1) & 1) * FA_T * LN, LN, v, b * m + k0 + FA_T, m - k0 - FA_T, e);
+            fa_cp_commit();
+            fa_cp_wait<1>();
+        } else {
+            fa_cp_wait<0>();
+        }
+        __syncthreads();
+
+        float s[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s[i][c] = 0.f;
+        fa_mm_rows(s, Qt, Kc, LN, d, tx, ty);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int qi = q0 + ty * 4 + i;
+            float tmax = NEG_INF;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int kj = k0 + tx + 16 * c;
+                if (kj >= m) s[i][c] = NEG_INF;
+                else if (mask != nullptr && qi < n && !fa_keep(mask, mbase, msn, msm, qi, kj))
+                    s[i][c] = hard ? NEG_INF : -1000.f;
+                tmax = fmaxf(tmax, s[i][c]);
+            }
+            const float mnew = fmaxf(mrow[i], fa_row_max(tmax));
+            // Rows with no allowed key yet (hard masking) keep max -inf: shift by 0 instead.
+            const float sh = (hard && !isfinite(mnew)) ? 0.f : mnew;
+            float psum = 0.f;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                s[i][c] = expf(s[i][c] - sh);
+                psum += s[i][c];
+            }
+            const float alpha = expf(mrow[i] - sh);
+            lrow[i] = lrow[i] * alpha + fa_row_sum(psum);
+            mrow[i] = mnew;
+            shift[i] = sh;
+#pragma unroll
+            for (int c = 0; c < 4 * NG; ++c) o[i][c] *= alpha;
+        }
+        fa_store_t(Pt, s, tx, ty);
+        __syncthreads();
+        fa_mm_cols<NG>(o, Pt, Vc, LN, tx, ty);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int qi = q0 + ty * 4 + i;
+        if (qi >= n) continue;
+        const bool ok = lrow[i] > 0.f;
+        const long long row = b * n + qi;
+#pragma unroll
+        for (int h = 0; h < NG; ++h) {
+            const int col = h * 64 + tx * 4;
+            if (col < e) {
+                const float inv = ok ? lrow[i] : 1.f;
+                *reinterpret_cast<float4*>(&out[row * e + col]) =
+                    make_float4(o[i][4 * h] / inv, o[i][4 * h + 1] / inv, o[i][4 * h + 2] / inv,
+                                o[i][4 * h + 3] / inv);
+            }
+        }
+        if (tx == 0) lse[row] = ok ? shift[i] + logf(lrow[i]) : fa_inf();
+    }
+}
+
+// dq for one query tile; also writes delta = rowsum(dO * O) of its rows for fa_bwd_kv.
+template <int DM>
+__global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_dq(
+        const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+        const unsigned char* __restrict__ mask, long long msb, long long msn, long long msm,
+        const float* __restrict__ out, const float* __restrict__ lse, const float* __restrict__ g,
+        float* __restrict__ dq, float* __restrict__ delta, int n, int m, int d, int e, float scale, int hard,
+        int tiles) {
+    constexpr int NG = DM / 64, LN = DM + 4;
+    extern __shared__ float4 fa_smem4[];
+    float* Qt = reinterpret_cast<float*>(fa_smem4);  // [DM][FA_LT]
+    float* Gt = Qt + DM * FA_LT;                      // [DM][FA_LT]
+    float* St = Gt + DM * FA_LT;                      // [FA_T][FA_LT]: dS, key-major
+    float* Kn = St + FA_T * FA_LT;                    // [FA_T][LN]
+    float* Vn = Kn + FA_T * LN;                       // [FA_T][LN]
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const long long b = blockIdx.x / tiles;
+    const int q0 = (blockIdx.x % tiles) * FA_T;
+
+    fa_load_t<DM>(Qt, q, b * n + q0, n - q0, d, scale);
+    fa_load_t<DM>(Gt, g, b * n + q0, n - q0, e, 1.f);
+
+    float L[4], D[4], acc[4][4 * NG];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int qi = q0 + ty * 4 + i;
+        float part = 0.f;
+        if (qi < n) {
+            const long long row = b * n + qi;
+            for (int col = tx; col < e; col += 16) part += g[row * e + col] * out[row * e + col];
+        }
+        D[i] = fa_row_sum(part);
+        L[i] = qi < n ? lse[b * n + qi] : fa_inf();
+        if (qi < n && tx == 0) delta[b * n + qi] = D[i];
+#pragma unroll
+        for (int c = 0; c < 4 * NG; ++c) acc[i][c] = 0.f;
+    }
+    const long long mbase = b * msb;
+
+    for (int k0 = 0; k0 < m; k0 += FA_T) {
+        __syncthreads();
+        fa_load_n<DM>(Kn, LN, k, b * m + k0, m - k0, d, 1.f);
+        fa_load_n<DM>(Vn, LN, v, b * m + k0, m - k0, e, 1.f);
+        __syncthreads();
+
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s[i][c] = dp[i][c] = 0.f;
+        fa_mm_rows(s, Qt, Kn, LN, d, tx, ty);
+        fa_mm_rows(dp, Gt, Vn, LN, e, tx, ty);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int qi = q0 + ty * 4 + i;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int kj = k0 + tx + 16 * c;
+                float ds = 0.f;
+                if (kj < m) {
+                    const bool keep = mask == nullptr || qi >= n || fa_keep(mask, mbase, msn, msm, qi, kj);
+                    // A replaced logit is a constant (its gradient 0); a hard-masked weight is 0.
+                    if (keep) ds = expf(s[i][c] - L[i]) * (dp[i][c] - D[i]);
+                }
+                s[i][c] = ds;
+            }
+        }
+        fa_store_t(St, s, tx, ty);
+        __syncthreads();
+        fa_mm_cols<NG>(acc, St, Kn, LN, tx, ty);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int qi = q0 + ty * 4 + i;
+        if (qi >= n) continue;
+#pragma unroll
+        for (int h = 0; h < NG; ++h) {
+            const int col = h * 64 + tx * 4;
+            if (col < d)
+                *reinterpret_cast<float4*>(&dq[(b * n + qi) * d + col]) =
+                    make_float4(acc[i][4 * h] * scale, acc[i][4 * h + 1] * scale, acc[i][4 * h + 2] * scale,
+                                acc[i][4 * h + 3] * scale);
+        }
+    }
+}
+
+// dk and dv for one key tile, walking the query tiles. The logit tile is held transposed
+// (rows are keys), so lse and delta are per column and no reduction is needed.
+template <int DM>
+__global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_kv(
+        const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+        const unsigned char* __restrict__ mask, long long msb, long long msn, long long msm,
+        const float* __restrict__ lse, const float* __restrict__ delta, const float* __restrict__ g,
+        float* __restrict__ dk, float* __restrict__ dv, int n, int m, int d, int e, float scale, int hard,
+        int tiles) {
+    constexpr int NG = DM / 64, LN = DM + 4;
+    extern __shared__ float4 fa_smem4[];
+    float* Kt = reinterpret_cast<float*>(fa_smem4);  // [DM][FA_LT]
+    float* Vt = Kt + DM * FA_LT;                      // [DM][FA_LT]
+    float* Ps = Vt + DM * FA_LT;                      // [FA_T][FA_LT]: P, query-major
+    float* Ss = Ps + FA_T * FA_LT;                    // [FA_T][FA_LT]: dS, query-major
+    float* Qn = Ss + FA_T * FA_LT;                    // [FA_T][LN]
+    float* Gn = Qn + FA_T * LN;                       // [FA_T][LN]
+    float* Ls = Gn + FA_T * LN;                       // [FA_T]
+    float* Ds = Ls + FA_T;                            // [FA_T]
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const long long b = blockIdx.x / tiles;
+    const int k0 = (blockIdx.x % tiles) * FA_T;
+
+    fa_load_t<DM>(Kt, k, b * m + k0, m - k0, d, 1.f);
+    fa_load_t<DM>(Vt, v, b * m + k0, m - k0, e, 1.f);
+    float ak[4][4 * NG], av[4][4 * NG];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 4 * NG; ++c) ak[i][c] = av[i][c] = 0.f;
+    const long long mbase = b * msb;
+
+    for (int q0 = 0; q0 < n; q0 += FA_T) {
+        __syncthreads();
+        fa_load_n<DM>(Qn, LN, q, b * n + q0, n - q0, d, scale);
+        fa_load_n<DM>(Gn, LN, g, b * n + q0, n - q0, e, 1.f);
+        if (threadIdx.x < FA_T) {
+            const int qi = q0 + threadIdx.x;
+            // A padding query has weight 0 everywhere: lse +inf makes exp(s - lse) = 0.
+            Ls[threadIdx.x] = qi < n ? lse[b * n + qi] : fa_inf();
+            Ds[threadIdx.x] = qi < n ? delta[b * n + qi] : 0.f;
+        }
+        __syncthreads();
+
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s[i][c] = dp[i][c] = 0.f;
+        fa_mm_rows(s, Kt, Qn, LN, d, tx, ty);
+        fa_mm_rows(dp, Vt, Gn, LN, e, tx, ty);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int qc = tx + 16 * c, qi = q0 + qc;
+            const float Lq = Ls[qc], Dq = Ds[qc];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int kj = k0 + ty * 4 + i;
+                float p = 0.f, ds = 0.f;
+                if (kj < m) {
+                    const bool keep = mask == nullptr || qi >= n || fa_keep(mask, mbase, msn, msm, qi, kj);
+                    if (keep) {
+                        p = expf(s[i][c] - Lq);
+                        ds = p * (dp[i][c] - Dq);
+                    } else if (!hard) {
+                        p = expf(-1000.f - Lq);  // the soft fill's weight; its logit is a constant
+                    }
+                }
+                s[i][c] = p;
+                dp[i][c] = ds;
+            }
+        }
+        fa_store_t(Ps, s, tx, ty);
+        fa_store_t(Ss, dp, tx, ty);
+        __syncthreads();
+        fa_mm_cols<NG>(av, Ps, Gn, LN, tx, ty);
+        fa_mm_cols<NG>(ak, Ss, Qn, LN, tx, ty);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int kj = k0 + ty * 4 + i;
+        if (kj >= m) continue;
+        const long long row = b * m + kj;
+#pragma unroll
+        for (int h = 0; h < NG; ++h) {
+            const int col = h * 64 + tx * 4;
+            if (col < d)
+                *reinterpret_cast<float4*>(&dk[row * d + col]) =
+                    make_float4(ak[i][4 * h], ak[i][4 * h + 1], ak[i][4 * h + 2], ak[i][4 * h + 3]);
+            if (col < e)
+                *reinterpret_cast<float4*>(&dv[row * e + col]) =
+                    make_float4(av[i][4 * h], av[i][4 * h + 1], av[i][4 * h + 2], av[i][4 * h + 3]);
+        }
+    }
+}
