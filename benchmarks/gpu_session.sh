@@ -2,7 +2,7 @@
 # One batched GPU session on the device machine: install from the working tree, run every
 # CUDA-marked test and the op contracts on cuda, the benchmarks, and compute-sanitizer's
 # memcheck over the kernel tests. Logs go to $OUT (or ./gpu-logs).
-# Usage: bash benchmarks/gpu_session.sh [tests|bench|memcheck|all]   (default: all)
+# Usage: bash benchmarks/gpu_session.sh [tests|bench|layers|memcheck|all]   (default: all)
 set -uo pipefail
 out="${OUT:-gpu-logs}"
 mode="${1:-all}"
@@ -28,6 +28,13 @@ run_bench() {
   tail -40 "$out/bench_cuda_kernels.txt"
 }
 
+run_layers() {
+  timeout 240 python3 benchmarks/bench_layers_cuda.py > "$out/bench_layers_cuda.txt" 2>&1; echo "layers exit $?"
+  tail -8 "$out/bench_layers_cuda.txt"
+  timeout 240 python3 benchmarks/bench_models.py --device cuda > "$out/bench_models_cuda.txt" 2>&1; echo "models exit $?"
+  tail -12 "$out/bench_models_cuda.txt"
+}
+
 run_memcheck() {
   timeout 420 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -m cuda -q \
       -p no:cacheprovider tests/test_cuda_kernels.py > "$out/memcheck.log" 2>&1
@@ -38,7 +45,8 @@ run_memcheck() {
 case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
+  layers) run_layers ;;
   memcheck) run_memcheck ;;
-  all) run_tests; run_bench; run_memcheck ;;
-  *) echo "usage: $0 [tests|bench|memcheck|all]" >&2; exit 2 ;;
+  all) run_tests; run_bench; run_layers; run_memcheck ;;
+  *) echo "usage: $0 [tests|bench|layers|memcheck|all]" >&2; exit 2 ;;
 esac
