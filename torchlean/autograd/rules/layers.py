@@ -19,12 +19,35 @@ def _prod(shape):
     return math.prod(shape)
 
 
+# Device copies of host masks, keyed by content: a causal mask is rebuilt on the host at every
+# call, and uploading it each time would make the host wait for the GPU at every attention layer.
+_MASKS: dict = {}
+_MASKS_MAX = 64
+_MASK_CACHE_BYTES = 1 << 22
+
+
 def _dev_mask(K, mask):
-    """A 0/1 mask attribute as a bool array of the kernels' device (nonzero = may attend)."""
+    """A 0/1 mask attribute as a bool array of the kernels' device (nonzero = may attend).
+
+    On a GPU only the distinct entries of a host mask travel: axes it is broadcast along
+    (stride 0) stay broadcast on the device, and small masks are uploaded once per content."""
     if mask is None:
         return None
     if isinstance(mask, (np.ndarray, list, tuple)) or not hasattr(mask, "shape"):
-        return K.from_host(np.asarray(mask) != 0, bool)
+        m = np.asarray(mask)
+        if K.device == "cpu":
+            return m != 0
+        core = m[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(m.strides, m.shape))]
+        core = np.ascontiguousarray(core != 0)
+        key = (core.shape, core.tobytes()) if core.nbytes <= _MASK_CACHE_BYTES else None
+        d = _MASKS.get(key) if key is not None else None
+        if d is None:
+            d = K.from_host(core, bool)
+            if key is not None:
+                if len(_MASKS) >= _MASKS_MAX:
+                    _MASKS.pop(next(iter(_MASKS)))
+                _MASKS[key] = d
+        return K.xp.broadcast_to(d, m.shape)
     return K.astype(mask, bool)
 
 
