@@ -1,7 +1,9 @@
 """Where the host time of a small CUDA training step goes: kernels and allocations per step,
 a cProfile of the step, and the per-call cost of the launch / allocation primitives.
 
-Not a test; prints tables. Run on a GPU machine: ``python3 benchmarks/profile_cuda_step.py``.
+Not a test; prints tables. Run on a GPU machine: ``python3 benchmarks/profile_cuda_step.py``
+(the MLP step of ``bench_cuda_train``), or ``--model NAME`` for the training step of an
+example model of ``bench_models`` (gpt, vit, ...).
 """
 
 from __future__ import annotations
@@ -27,7 +29,29 @@ def per_call_us(fn, reps=2000):
     return (time.perf_counter() - t0) / reps * 1e6
 
 
-def main():
+def model_step(name):
+    """The training step of example model ``name`` on cuda, as bench_models times it."""
+    import bench_models as bm
+    import torchlean as tl
+    cls, kw, bs = bm.EXAMPLES[name]
+    tl.manual_seed(0)
+    model = cls(**kw).to(device="cuda")
+    xb, yb = bm.make_batch(name, bs)
+    x, y = tl.tensor(xb).to(device="cuda"), tl.tensor(yb).to(device="cuda")
+    opt = tl.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = bm.loss_ours(name, model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+    return step
+
+
+def main(argv=None):
+    import argparse
+
     import cupy
     import torch
     import torchlean as tl
@@ -35,8 +59,11 @@ def main():
     from torchlean.kernels.cuda import build, memory
     import bench_cuda_train as bt
 
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="an example model of bench_models (default: the MLP step)")
+    args = ap.parse_args(argv)
     K = get_kernels("cuda")
-    step, _ = bt.tl_step((784, 1024, 1024, 10), 256)
+    step = model_step(args.model) if args.model else bt.tl_step((784, 1024, 1024, 10), 256)[0]
     for _ in range(5):
         step()
     tl.cuda.synchronize()
@@ -49,12 +76,18 @@ def main():
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             names[e.name[:70]] += 1
-    print(f"kernels + copies per MLP step: {sum(names.values())}")
+    print(f"kernels + copies per step: {sum(names.values())}")
     for n, c in names.most_common(40):
         print(f"  {c:3d}  {n}")
     s0 = memory.stats()["allocations"]
     step()
-    print(f"allocations per MLP step: {memory.stats()['allocations'] - s0}")
+    print(f"allocations per step: {memory.stats()['allocations'] - s0}")
+    if args.model:
+        t0 = time.perf_counter()
+        for _ in range(20):
+            step()
+        tl.cuda.synchronize()
+        print(f"step: {(time.perf_counter() - t0) / 20 * 1e3:.2f} ms")
 
     pr = cProfile.Profile()
     pr.enable()
@@ -65,6 +98,11 @@ def main():
     out = io.StringIO()
     pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(28)
     print("\n".join(out.getvalue().splitlines()[:45]))
+    if args.model:
+        out = io.StringIO()
+        pstats.Stats(pr, stream=out).sort_stats("cumulative").print_stats(40)
+        print("\n".join(out.getvalue().splitlines()[:60]))
+        return
 
     # primitives, host microseconds per call
     x = cupy.random.random(16).astype(np.float32)
@@ -137,5 +175,7 @@ def sum_bandwidth():
 
 
 if __name__ == "__main__":
-    sum_bandwidth()
+    import sys
+    if "--model" not in sys.argv:
+        sum_bandwidth()
     main()

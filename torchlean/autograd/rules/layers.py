@@ -39,7 +39,7 @@ def _dev_mask(K, mask):
             return m != 0
         core = m[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(m.strides, m.shape))]
         core = np.ascontiguousarray(core != 0)
-        key = (core.shape, core.tobytes()) if core.nbytes <= _MASK_CACHE_BYTES else None
+        key = (K.xp.cuda.Device().id, core.shape, core.tobytes()) if core.nbytes <= _MASK_CACHE_BYTES else None
         d = _MASKS.get(key) if key is not None else None
         if d is None:
             d = K.from_host(core, bool)

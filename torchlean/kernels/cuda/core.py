@@ -396,10 +396,26 @@ def bmm(a, b):
     return _gemm.matmul(a, b)
 
 
+# Device copies of small host index arrays, keyed by content (kernels only read them). An
+# upload from pageable memory makes the host wait for the GPU to drain its queue: an embedding
+# would do it in its forward and again in its backward, and position ids at every step.
+_INDICES: dict = {}
+_INDICES_MAX = 64
+_INDICES_CACHE_BYTES = 1 << 20
+
+
 def _upload_indices(indices, op):
     """Validate on the host (IndexRangeError before any launch), then upload as int64."""
-    idx = check_indices(indices, op)
-    return cupy.asarray(np.ascontiguousarray(idx, dtype=np.int64))
+    idx = np.ascontiguousarray(check_indices(indices, op), dtype=np.int64)
+    if idx.nbytes > _INDICES_CACHE_BYTES:
+        return cupy.asarray(idx)
+    key = (cupy.cuda.Device().id, idx.shape, idx.tobytes())
+    d = _INDICES.get(key)
+    if d is None:
+        if len(_INDICES) >= _INDICES_MAX:
+            _INDICES.pop(next(iter(_INDICES)))
+        d = _INDICES[key] = cupy.asarray(idx)
+    return d
 
 
 def gather_vec(v, indices):
