@@ -195,9 +195,10 @@ def _reduce_cols_v(x, outer, n, inner, op, t, name, scale, vec):
     f = build.function("reduce", f"reduce_cols_v<{t}, {op}>")
     fill = _resident_blocks(f, bx * by)
     chunks = 1
-    # Up to 32 rows a thread stay in one pass: a second launch costs more than those loads.
+    # Up to 32 rows a thread stay in one pass: a second launch costs more than those loads, and
+    # so does it below 512 KiB (a bias gradient of a small layer: launch-bound either way).
     # Rounded down: a few blocks past one wave would run alone at the end, as long as a wave.
-    if n > 32 * by:
+    if n > 32 * by and x.nbytes > (1 << 19):
         chunks = builtins.max(1, builtins.min(fill // (outer * ncb), -(-n // (8 * by))))
     seg = -(-n // chunks)
     chunks = -(-n // seg)
