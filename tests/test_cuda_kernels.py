@@ -815,6 +815,10 @@ def test_spectral_conv_native(K, rng, monkeypatch, B, n, ci, co, m, path, dtype)
         args = (x, w_re, w_im) if name.endswith("fwd") else (x, w_re, w_im, g)
         scale = float(np.abs(getattr(H, name)(*args)).max())  # a truncated DFT errs relative to the peak
         check(K, name, *args, tol=(0.0, eps * max(scale, 1e-30)))
+    for need_x, need_w in ((True, True), (True, False), (False, True)):
+        want = H.spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w)
+        scale = max(float(np.abs(w).max()) for w in want if w is not None)
+        check(K, "spectral_conv1d_rfft_bwd", x, w_re, w_im, g, need_x, need_w, tol=(0.0, eps * max(scale, 1e-30)))
 
 
 def test_spectral_conv_split_and_determinism(K, rng, monkeypatch):
@@ -825,6 +829,9 @@ def test_spectral_conv_split_and_determinism(K, rng, monkeypatch):
         for name in SPECTRAL[1:]:
             want = getattr(H, name)(x, w_re, w_im, g)
             check(K, name, x, w_re, w_im, g, tol=(0.0, 3e-5 * float(np.abs(want).max())))
+        want = H.spectral_conv1d_rfft_bwd(x, w_re, w_im, g, True, True)
+        check(K, "spectral_conv1d_rfft_bwd", x, w_re, w_im, g, True, True,
+              tol=(0.0, 3e-5 * max(float(np.abs(w).max()) for w in want)))
     args = [dev(K, a) for a in (x, w_re, w_im, g)]
     a, b = (K.to_host(K.spectral_conv1d_rfft_bwd_wre(*args)) for _ in range(2))
     assert np.array_equal(a, b)

@@ -142,6 +142,8 @@ KERNELS: dict[str, str] = {
     "spectral_conv1d_rfft_bwd_x": "(x, w_re, w_im, g) -> dx = irfft(rfft(g)[:modes] W^H)",
     "spectral_conv1d_rfft_bwd_wre": "(x, w_re, w_im, g) -> dw_re = Re(X^H c rfft(g)), c = 1/n at DC/Nyquist, 2/n inside",
     "spectral_conv1d_rfft_bwd_wim": "(x, w_re, w_im, g) -> dw_im = Im(X^H c rfft(g))",
+    "spectral_conv1d_rfft_bwd": ("(x, w_re, w_im, g, need_x, need_w) -> (dx, dw_re, dw_im), None where not "
+                                 "needed: the three gradients above, each spectrum computed once"),
     "selective_scan_diag_fwd": "(a[S], b[S], x[..., L, S], h0[..., S]) -> h[..., L, S], h[t] = a h[t-1] + b x[t]",
     "selective_scan_diag_bwd": "(a, b, x, h0, h, g) -> (da[S], db[S], dx, dh0); g[t] = dY[t] + a g[t+1]",
     "selective_scan_diag_var_fwd": "(a[..., L, S], b[..., L, S], x, h0[..., S]) -> h, h[t] = a[t] h[t-1] + b[t] x[t]",

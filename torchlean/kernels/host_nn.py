@@ -296,6 +296,15 @@ def spectral_conv1d_rfft_bwd_wim(x, w_re, w_im, g):
     return np.ascontiguousarray(_spectral_dw(x, w_re, g).imag).astype(x.dtype, copy=False)
 
 
+def spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w):
+    dx = spectral_conv1d_rfft_bwd_x(x, w_re, w_im, g) if need_x else None
+    if not need_w:
+        return dx, None, None
+    dw = _spectral_dw(x, w_re, g)
+    return (dx, np.ascontiguousarray(dw.real).astype(x.dtype, copy=False),
+            np.ascontiguousarray(dw.imag).astype(x.dtype, copy=False))
+
+
 # ---- selective scan -------------------------------------------------------------------------
 # A loop over time, vectorised over leading batch axes and the state axis.
 

@@ -268,10 +268,8 @@ def _spec_fwd(K, x, w_re, w_im):
 def _spec_bwd(K, s, g, needs):
     x3, w_re, w_im, shape = s
     g3 = g.reshape(x3.shape[:2] + (w_re.shape[2],))
-    dx = K.spectral_conv1d_rfft_bwd_x(x3, w_re, w_im, g3).reshape(shape) if needs[0] else None
-    dre = K.spectral_conv1d_rfft_bwd_wre(x3, w_re, w_im, g3) if needs[1] else None
-    dim = K.spectral_conv1d_rfft_bwd_wim(x3, w_re, w_im, g3) if needs[2] else None
-    return dx, dre, dim
+    dx, dre, dim = K.spectral_conv1d_rfft_bwd(x3, w_re, w_im, g3, bool(needs[0]), bool(needs[1] or needs[2]))
+    return (None if dx is None else dx.reshape(shape)), (dre if needs[1] else None), (dim if needs[2] else None)
 
 
 defrule("spectral_conv1d", _spec_fwd, _spec_bwd)

@@ -148,14 +148,19 @@ def _threads(c):
 def _conv(v, w_re, w_im, adj):
     """irfft of the mixed modes of rfft(v): the forward (adj False) or the input gradient (adj True)."""
     B, n, C = v.shape
-    modes, cin, cout = w_re.shape
-    D = cin if adj else cout
-    dtype = v.dtype
-    t = ftype(dtype, "spectral_conv1d_rfft")
+    modes = w_re.shape[0]
     fft = _use_fft(n, modes)
     S = 1 if fft else _split(B, n, modes, C)
-    tabs = None if fft else _tables(n, modes, S, dtype)
+    tabs = None if fft else _tables(n, modes, S, v.dtype)
     z, zs = _spectrum(v, modes, fft, S, tabs)
+    return _mix_back(z, zs, w_re, w_im, adj, B, n, C, v.dtype, fft, tabs)
+
+
+def _mix_back(z, zs, w_re, w_im, adj, B, n, C, dtype, fft, tabs):
+    """irfft of spectrum ``z`` (bins < modes, strides ``zs``) mixed by W (adj: W^H), (B, n, D)."""
+    modes, cin, cout = w_re.shape
+    D = cin if adj else cout
+    t = ftype(dtype, "spectral_conv1d_rfft")
     if fft:
         bins = n // 2 + 1
         y = cupy.zeros((B, D, bins), dtype=np.complex64 if dtype == _F32 else np.complex128)
@@ -177,15 +182,26 @@ def _conv(v, w_re, w_im, adj):
 
 def _dw(x, w_re, g):
     """(dw_re, dw_im): Re and Im of sum over the batch of conj(X) (c_k / n) G, one kernel for both."""
+    return _bwd(x, w_re, None, g, False, True)[1:]
+
+
+def _bwd(x, w_re, w_im, g, need_x, need_w):
+    """(dx, dw_re, dw_im), None where not needed; rfft(g) is computed once for all three."""
     B, n, cin = x.shape
     modes, _, cout = w_re.shape
-    dtype = x.dtype
-    t = ftype(dtype, "spectral_conv1d_rfft_bwd_w")
     fft = _use_fft(n, modes)
     S = 1 if fft else _split(B, n, modes, min(cin, cout))
-    tabs = None if fft else _tables(n, modes, S, dtype)
-    zx, xs = _spectrum(x, modes, fft, S, tabs)
+    tabs = None if fft else _tables(n, modes, S, x.dtype)
     zg, gs = _spectrum(g, modes, fft, S, tabs)
+    dx = _mix_back(zg, gs, w_re, w_im, True, B, n, cout, x.dtype, fft, tabs) if need_x else None
+    if not need_w:
+        return dx, None, None
+    return (dx,) + _dw_from(_spectrum(x, modes, fft, S, tabs), (zg, gs), B, n, cin, cout, modes, x.dtype)
+
+
+def _dw_from(x_spec, g_spec, B, n, cin, cout, modes, dtype):
+    (zx, xs), (zg, gs) = x_spec, g_spec
+    t = ftype(dtype, "spectral_conv1d_rfft_bwd_w")
     dre = cupy.empty((modes, cin, cout), dtype=dtype)
     dim = cupy.empty((modes, cin, cout), dtype=dtype)
     th = _threads(cout)
@@ -231,3 +247,13 @@ def spectral_conv1d_rfft_bwd_wim(x, w_re, w_im, g):
     if ops is None:
         return _ported().spectral_conv1d_rfft_bwd_wim(x, w_re, w_im, g)
     return _dw(ops[0], ops[1], ops[3])[1]
+
+
+def spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w):
+    """(dx, dw_re, dw_im), None where not needed: the three gradients with one rfft of g (and
+    one of x when the weight gradients are needed)."""
+    ops = _inputs(x, w_re, w_im, g)
+    if ops is None:
+        return _ported().spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w)
+    x, w_re, w_im, g = ops
+    return _bwd(x, w_re, w_im, g, need_x, need_w)
