@@ -22,8 +22,9 @@ parts of the DC and (even grid) Nyquist bins are written as 0 before the inverse
 inverse real FFT ignores them by definition, and cuFFT's C2R does not promise to. Any shape or
 dtype the kernels do not take (empty axes, modes out of range, non-float dtypes) runs the host
 code on CuPy (:mod:`torchlean.kernels.cuda.ported`), which gives the host's behaviour, errors
-included. Nothing is kept between calls but the tables, so the four entries are independent: the
-two weight-gradient entries each recompute both spectra (their kernel computes Re and Im at once).
+included. Nothing is kept between calls but the tables. ``spectral_conv1d_rfft_bwd`` computes
+the three gradients from one transform of g (and one of x); the single-gradient entries are
+that call with the other gradients off (the weight kernel computes Re and Im at once).
 """
 
 from __future__ import annotations
@@ -180,11 +181,6 @@ def _mix_back(z, zs, w_re, w_im, adj, B, n, C, dtype, fft, tabs):
     return _gemm.gemm(tabs[1], y)                                            # (B, n, D)
 
 
-def _dw(x, w_re, g):
-    """(dw_re, dw_im): Re and Im of sum over the batch of conj(X) (c_k / n) G, one kernel for both."""
-    return _bwd(x, w_re, None, g, False, True)[1:]
-
-
 def _bwd(x, w_re, w_im, g, need_x, need_w):
     """(dx, dw_re, dw_im), None where not needed; rfft(g) is computed once for all three."""
     B, n, cin = x.shape
@@ -226,27 +222,17 @@ def spectral_conv1d_rfft_fwd(x, w_re, w_im):
 
 def spectral_conv1d_rfft_bwd_x(x, w_re, w_im, g):
     """dx = irfft(rfft(g)[:, :modes] W^H): the forward with the conjugate-transposed weights."""
-    ops = _inputs(x, w_re, w_im, g)
-    if ops is None:
-        return _ported().spectral_conv1d_rfft_bwd_x(x, w_re, w_im, g)
-    x, w_re, w_im, g = ops
-    return _conv(g, w_re, w_im, True)
+    return spectral_conv1d_rfft_bwd(x, w_re, w_im, g, True, False)[0]
 
 
 def spectral_conv1d_rfft_bwd_wre(x, w_re, w_im, g):
     """dw_re = Re(sum_b conj(X) c rfft(g)), c = 1/n at DC and Nyquist, 2/n inside; (modes, in, out)."""
-    ops = _inputs(x, w_re, w_im, g)
-    if ops is None:
-        return _ported().spectral_conv1d_rfft_bwd_wre(x, w_re, w_im, g)
-    return _dw(ops[0], ops[1], ops[3])[0]
+    return spectral_conv1d_rfft_bwd(x, w_re, w_im, g, False, True)[1]
 
 
 def spectral_conv1d_rfft_bwd_wim(x, w_re, w_im, g):
-    """dw_im = Im(sum_b conj(X) c rfft(g)); computed with dw_re by one kernel (see ``_dw``)."""
-    ops = _inputs(x, w_re, w_im, g)
-    if ops is None:
-        return _ported().spectral_conv1d_rfft_bwd_wim(x, w_re, w_im, g)
-    return _dw(ops[0], ops[1], ops[3])[1]
+    """dw_im = Im(sum_b conj(X) c rfft(g)); computed with dw_re by one kernel."""
+    return spectral_conv1d_rfft_bwd(x, w_re, w_im, g, False, True)[2]
 
 
 def spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w):
