@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batched GPU session on the device machine: install from the working tree, run every
+# One batched GPU run on a CUDA machine: install from the working tree, run every
 # CUDA-marked test and the op contracts on cuda, the benchmarks, and compute-sanitizer's
 # memcheck over the kernel tests. Logs go to $OUT (or ./gpu-logs).
 # Usage: bash benchmarks/gpu_session.sh [tests|bench|layers|memcheck|all]   (default: all)
