@@ -438,19 +438,39 @@ def gather_rows(mat, indices):
     return out
 
 
-def _scatter_rows(mat, values, idx, name):
+def _scatter_plan(indices, op):
+    """(order, seg_row, start, nseg) on the device: the stable sort of the validated indices and
+    its segments of equal indices, one upload, cached by content like the gathers' indices."""
+    idx = np.ascontiguousarray(check_indices(indices, op), dtype=np.int64)
+    key = ("scatter", cupy.cuda.Device().id, idx.shape, idx.tobytes()) \
+        if idx.nbytes <= _INDICES_CACHE_BYTES else None
+    plan = _INDICES.get(key) if key is not None else None
+    if plan is None:
+        order = np.argsort(idx, kind="stable")
+        srt = idx[order]
+        first = np.flatnonzero(np.r_[True, srt[1:] != srt[:-1]]) if srt.size else np.zeros(0, np.int64)
+        k, nseg = idx.size, first.size
+        packed = cupy.asarray(np.concatenate([order, srt[first], first, [k]]).astype(np.int64))
+        plan = (packed[:k], packed[k:k + nseg], packed[k + nseg:], nseg)
+        if key is not None:
+            if len(_INDICES) >= _INDICES_MAX:
+                _INDICES.pop(next(iter(_INDICES)))
+            _INDICES[key] = plan
+    return plan
+
+
+def _scatter_rows(mat, values, plan, name):
     out = _contig(mat).copy()
     cols = math.prod(mat.shape[1:])
     values = _contig(_dev(values).astype(mat.dtype, copy=False))
-    k = idx.shape[0]
-    launch("index", f"scatter_add_rows_kernel<{ftype(mat.dtype, name)}>", blocks(k * cols, _THREADS), _THREADS,
-           (out, np.int64(mat.shape[0]), np.int64(cols), values, idx, np.int64(k)))
+    order, seg_row, start, nseg = plan
+    launch("index", f"scatter_add_rows_kernel<{ftype(mat.dtype, name)}>", blocks(nseg * cols, _THREADS), _THREADS,
+           (out, np.int64(mat.shape[0]), np.int64(cols), values, order, seg_row, start, np.int64(nseg)))
     return out
 
 
 def scatter_add(x, values, indices):
-    idx = _upload_indices(indices, "scatter_add")
-    return _scatter_rows(_dev(x), values, idx, "scatter_add")
+    return _scatter_rows(_dev(x), values, _scatter_plan(indices, "scatter_add"), "scatter_add")
 
 
 def scatter_add_row(mat, row, i):
@@ -467,8 +487,7 @@ def scatter_add_row(mat, row, i):
 
 
 def scatter_add_rows(mat, values, indices):
-    idx = _upload_indices(indices, "scatter_add_rows")
-    return _scatter_rows(_dev(mat), values, idx, "scatter_add_rows")
+    return _scatter_rows(_dev(mat), values, _scatter_plan(indices, "scatter_add_rows"), "scatter_add_rows")
 
 
 # ---- memory and transfer --------------------------------------------------------------------

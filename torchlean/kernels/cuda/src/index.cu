@@ -1,7 +1,8 @@
 // Gather and scatter-add with host-validated indices (int64, each in [0, 2**32)). Gathers only
 // move data and are instantiated per element size (T(0) is the zero bit pattern of every dtype).
 // In range of uint32 but out of bounds: gather yields 0, scatter ignores the entry.
-// Repeated scatter indices accumulate through atomicAdd.
+// Repeated scatter indices accumulate in index order (the host's order), one thread per target
+// element walking its segment of the stably sorted indices: no atomics, run-to-run identical.
 
 template <typename T>
 __global__ void gather_vec_kernel(const T* __restrict__ v, i64 n, const i64* __restrict__ idx, i64 k,
@@ -22,15 +23,21 @@ __global__ void gather_rows_kernel(const T* __restrict__ mat, i64 rows, i64 cols
     out[t] = i < rows ? mat[i * cols + c] : T(0);
 }
 
-// out[idx[j] * cols + c] += values[j * cols + c]; scatter_add is the case cols == 1.
+// out[row * cols + c] += values[j * cols + c] for the j of each segment, in order: segment s
+// holds the positions order[start[s] .. start[s + 1]) of the indices equal to seg_row[s].
+// scatter_add is the case cols == 1.
 template <typename T>
 __global__ void scatter_add_rows_kernel(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
-                                        const i64* __restrict__ idx, i64 k) {
+                                        const i64* __restrict__ order, const i64* __restrict__ seg_row,
+                                        const i64* __restrict__ start, i64 nseg) {
     const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= k * cols) return;
-    const i64 j = t / cols, c = t - j * cols;
-    const i64 i = idx[j];
-    if (i < rows) atomicAdd(out + i * cols + c, values[t]);
+    if (t >= nseg * cols) return;
+    const i64 s = t / cols, c = t - s * cols;
+    const i64 i = seg_row[s];
+    if (i >= rows) return;
+    T acc = out[i * cols + c];
+    for (i64 j = start[s]; j < start[s + 1]; ++j) acc += values[order[j] * cols + c];
+    out[i * cols + c] = acc;
 }
 
 template <typename T>
