@@ -103,3 +103,18 @@ def test_thousand_steps_keep_device_memory_flat():
     tl.cuda.synchronize()
     live_after = tl.cuda.memory_stats()["live_bytes"]
     assert live_after <= live_before, (live_before, live_after)
+
+
+def test_loss_targets_shared_through_dlpack_are_read_again():
+    import cupy
+    logits = tl.tensor(np.random.default_rng(0).standard_normal((6, 4)), dtype=tl.float32).to("cuda")
+    owner = cupy.zeros(6, dtype=cupy.int64)
+    target = tl.from_dlpack(owner)                 # a buffer another library writes
+    first = nn.functional.cross_entropy(logits, target).item()
+    owner[...] = cupy.asarray([3, 1, 2, 0, 3, 1])
+    second = nn.functional.cross_entropy(logits, target).item()
+    want = nn.functional.cross_entropy(logits.cpu(), tl.tensor(np.array([3, 1, 2, 0, 3, 1]))).item()
+    assert first != second and abs(second - want) < 1e-5
+    owner[2] = 4                                    # out of range for 4 classes: refused, not read stale
+    with pytest.raises(Exception, match="cross_entropy"):
+        nn.functional.cross_entropy(logits, target)

@@ -60,11 +60,16 @@ _INT_WRITES = [0]  # in-place writes to integer tensors so far (see nn.functiona
 SHARED_BUFFERS: set = set()
 
 
+def buffer_base(v):
+    """The base address of the device allocation holding array ``v`` (views included), or None."""
+    mem = getattr(getattr(v, "data", None), "mem", None)
+    return getattr(mem, "ptr", None)
+
+
 def _note_shared(v) -> None:
-    data = getattr(v, "data", None)
-    ptr = getattr(data, "ptr", None)
-    if ptr is not None:
-        SHARED_BUFFERS.add(ptr)
+    base = buffer_base(v)
+    if base is not None:
+        SHARED_BUFFERS.add(base)
 
 
 def is_grad_enabled() -> bool:

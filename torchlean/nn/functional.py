@@ -18,7 +18,7 @@ import numpy as np
 
 from ..autograd.rules.nn import remember_device_copy
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
-from ..tensor import _INT_WRITES, SHARED_BUFFERS, Tensor, _apply, next_rng_key, where
+from ..tensor import _INT_WRITES, SHARED_BUFFERS, Tensor, _apply, buffer_base, next_rng_key, where
 
 __all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
            "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
@@ -47,7 +47,7 @@ def _device_ints(t, op, what):
     v = t._value
     if v.dtype.kind not in "iu":
         raise DTypeError(f"{op}: {what} must hold integers, got dtype {v.dtype}")
-    if v.data.ptr in SHARED_BUFFERS:  # another library may write it: copy every time
+    if buffer_base(v) in SHARED_BUFFERS:  # another library may write it: copy every time
         return t.numpy()
     key = id(t)
     hit = _DEVICE_INTS.get(key)
