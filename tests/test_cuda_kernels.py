@@ -1088,7 +1088,11 @@ def _fa_reference(q, k, v, mask, scale, hard, g):
 @pytest.mark.parametrize("B,n,m,d,e", [(1, 1, 1, 1, 1), (2, 5, 6, 8, 3), (3, 64, 64, 16, 16), (2, 65, 130, 32, 24),
                                        (2, 200, 77, 64, 64), (1, 129, 300, 100, 128), (2, 70, 40, 130, 20)])
 @pytest.mark.parametrize("masking", ["none", "soft", "hard", "hard_empty_rows", "broadcast"])
-def test_flash_attention_native(K, rng, B, n, m, d, e, masking):
+@pytest.mark.parametrize("variant", ["device", "fma"])
+def test_flash_attention_native(K, rng, monkeypatch, B, n, m, d, e, masking, variant):
+    """Tensor-core (3xTF32) kernels where the device has them, and the float32 FMA kernels."""
+    from torchlean.kernels.cuda import attention
+    monkeypatch.setattr(attention, "FORCE_TENSOR_CORES", None if variant == "device" else False)
     q, k, v = rand(rng, (B, n, d), np.float32, -1, 1), rand(rng, (B, m, d), np.float32, -1, 1), \
         rand(rng, (B, m, e), np.float32, -1, 1)
     g = rand(rng, (B, n, e), np.float32, -1, 1)
@@ -1135,3 +1139,19 @@ def test_flash_attention_native_deterministic(K, rng):
     again = [host(K, t) for t in K.flash_attention_bwd(*args, None, out, lse, dev(K, g), 0.125, False)]
     for a, b in zip(first, again):
         assert np.array_equal(a, b)
+
+
+def test_flash_attention_tensor_cores_match_fma(K, rng, monkeypatch):
+    """The 3xTF32 products are float32-accurate: the two kernel families agree to float32 rounding,
+    also for logits of about 100, where TF32 alone (10-bit mantissa) would move them by about 0.1."""
+    from torchlean.kernels.cuda import attention
+    q, k, v, g = (rand(rng, (2, 190, 64), np.float32, -4, 4) for _ in range(4))
+    args = [dev(K, a) for a in (q, k, v)]
+    res = {}
+    for force in (None, False):
+        monkeypatch.setattr(attention, "FORCE_TENSOR_CORES", force)
+        out, lse = K.flash_attention_fwd(*args, None, 0.3, False)
+        grads = K.flash_attention_bwd(*args, None, out, lse, dev(K, g), 0.3, False)
+        res[force] = [host(K, t) for t in (out, lse) + tuple(grads)]
+    for a, b in zip(res[None], res[False]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b[np.isfinite(b)]).max()))

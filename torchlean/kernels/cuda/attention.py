@@ -3,9 +3,14 @@ kernel, and a backward of two kernels (dq per query tile, dk/dv per key tile), f
 
 Device memory is O(n): the forward keeps the row log-sum-exp and nothing of size n x m. The
 semantics are those of :func:`torchlean.kernels.host_nn.flash_attention_fwd` (soft fill -1000,
-hard masking, rows without an allowed key give 0 and lse +inf). Float64 inputs, head sizes
-above 128 and empty inputs run the host algorithm on CuPy (:mod:`.ported`), which has the same
-semantics.
+hard masking, rows without an allowed key give 0 and lse +inf).
+
+On compute capability 8.0 and later the tile products run on tensor cores in 3xTF32 (each
+float32 operand split into two TF32 parts, three products accumulated in float32: float32
+accuracy, the arithmetic PyTorch's fp32 memory-efficient attention uses there); before that,
+in plain float32 FMA. Float64 inputs, head sizes above 128, empty inputs and kernels whose
+shared memory the device cannot give run the host algorithm on CuPy (:mod:`.ported`), which
+has the same semantics.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from .core import _contig, _dev
 from .ported import twin
 
 _TILE = 64           # columns per tile (FA_T in the source)
-_THREADS = 256
 _DMS = (64, 128)
 
 
@@ -27,7 +31,7 @@ def _ported():
 
 
 def _head_dim(q, k, v, mask):
-    """The padded head size DM of the native kernels, or None when the ported path must run."""
+    """(DM, tensor cores) of the native kernels for these inputs, or None when the ported path must run."""
     if not (q.dtype == k.dtype == v.dtype == np.float32):
         return None
     B, n, d = q.shape
@@ -37,29 +41,63 @@ def _head_dim(q, k, v, mask):
     need = max(d, e)
     for dm in _DMS:
         if need <= dm:
-            return dm
+            tc = _variant(dm)
+            return None if tc is None else (dm, tc)
     return None
 
 
-def _smem(kind: str, dm: int) -> int:
-    lt, ln = 68, dm + 4    # FA_LT (transposed tiles), row-major tiles
-    floats = {"fwd": dm * lt + _TILE * lt + 4 * _TILE * ln,     # key/value tiles double-buffered
-              "dq": 2 * dm * lt + _TILE * lt + 2 * _TILE * ln,
-              "kv": 2 * dm * lt + 2 * _TILE * lt + 2 * _TILE * ln + 2 * _TILE}[kind]
+def _smem(kind: str, dm: int, tc: bool) -> int:
+    """Dynamic shared memory in bytes of one block of kernel ``kind``."""
+    ln = dm + 4            # row stride of row-major tiles
+    if tc:                 # tensor-core kernels: float32 tiles, and split tiles of (hi, lo) pairs
+        floats = {"fwd": 5 * _TILE * ln, "dq": 6 * _TILE * ln, "kv": 6 * _TILE * ln + 2 * _TILE}[kind]
+    else:
+        lt = 68            # FA_LT, the stride of transposed tiles
+        floats = {"fwd": dm * lt + _TILE * lt + 4 * _TILE * ln,     # key/value tiles double-buffered
+                  "dq": 2 * dm * lt + _TILE * lt + 2 * _TILE * ln,
+                  "kv": 2 * dm * lt + 2 * _TILE * lt + 2 * _TILE * ln + 2 * _TILE}[kind]
     return 4 * floats
 
 
+_NAMES = {False: {"fwd": "fa_fwd", "dq": "fa_bwd_dq", "kv": "fa_bwd_kv"},
+          True: {"fwd": "ft_fwd", "dq": "ft_bwd_dq", "kv": "ft_bwd_kv"}}
+_THREADS = {False: 256, True: 128}
 _READY: dict = {}
+_DEVICE: dict = {}
+#: None: tensor cores where the device has them; False: the FMA kernels everywhere (tests and
+#: benchmarks compare the two).
+FORCE_TENSOR_CORES = None
 
 
-def _kernel(kind: str, dm: int):
+def _device_caps():
+    """(tensor cores usable, opt-in shared memory per block) of the current device, cached."""
+    dev = cupy.cuda.runtime.getDevice()
+    caps = _DEVICE.get(dev)
+    if caps is None:
+        d = cupy.cuda.Device(dev)
+        caps = _DEVICE[dev] = (int(d.compute_capability) >= 80,
+                               int(d.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)))
+    return caps
+
+
+def _variant(dm: int):
+    """True for the tensor-core kernels, False for the FMA ones, None when neither fits the device."""
+    tc, limit = _device_caps()
+    if FORCE_TENSOR_CORES is not None:
+        tc = tc and FORCE_TENSOR_CORES
+    for v in ((True, False) if tc else (False,)):
+        if all(_smem(kind, dm, v) <= limit for kind in ("fwd", "dq", "kv")):
+            return v
+    return None
+
+
+def _kernel(kind: str, dm: int, tc: bool):
     """The compiled kernel, its dynamic shared memory limit raised (above 48 KiB) once."""
-    key = (kind, dm)
+    key = (kind, dm, tc)
     f = _READY.get(key)
     if f is None:
-        name = {"fwd": "fa_fwd", "dq": "fa_bwd_dq", "kv": "fa_bwd_kv"}[kind]
-        f = function("attention", f"{name}<{dm}>")
-        f.max_dynamic_shared_size_bytes = _smem(kind, dm)
+        f = function("attention", f"{_NAMES[tc][kind]}<{dm}>")
+        f.max_dynamic_shared_size_bytes = _smem(kind, dm, tc)
         _READY[key] = f
     return f
 
@@ -97,15 +135,17 @@ def _unpad(x, w):
     return x if x.shape[-1] == w else _contig(x[..., :w])
 
 
-def _launch(kind, dm, B, rows, args):
+def _launch(kind, variant, B, rows, args):
     """One block per (batch, tile of the kernel's rows); ``args`` end before the tile count."""
+    dm, tc = variant
     tiles = -(-rows // _TILE)
-    _kernel(kind, dm)((tiles * B,), (_THREADS,), args + (np.int32(tiles),), shared_mem=_smem(kind, dm))
+    _kernel(kind, dm, tc)((tiles * B,), (_THREADS[tc],), args + (np.int32(tiles),),
+                          shared_mem=_smem(kind, dm, tc))
 
 
 def flash_attention_fwd(q, k, v, mask, scale, hard):
-    dm = _head_dim(q, k, v, mask)
-    if dm is None:
+    var = _head_dim(q, k, v, mask)
+    if var is None:
         return _ported().flash_attention_fwd(q, k, v, mask, scale, hard)
     e0 = v.shape[2]
     q, k, v = _prep(q, k, v)
@@ -114,14 +154,14 @@ def flash_attention_fwd(q, k, v, mask, scale, hard):
     mk = _mask_args(mask, (B, n, m))
     out = cupy.empty((B, n, e), dtype=np.float32)
     lse = cupy.empty((B, n), dtype=np.float32)
-    _launch("fwd", dm, B, n, (q, k, v) + mk + (out, lse, np.int32(n), np.int32(m), np.int32(d), np.int32(e),
+    _launch("fwd", var, B, n, (q, k, v) + mk + (out, lse, np.int32(n), np.int32(m), np.int32(d), np.int32(e),
                                                 np.float32(scale), np.int32(bool(hard))))
     return _unpad(out, e0), lse
 
 
 def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
-    dm = _head_dim(q, k, v, mask)
-    if dm is None:
+    var = _head_dim(q, k, v, mask)
+    if var is None:
         return _ported().flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)
     d0, e0 = q.shape[2], v.shape[2]
     q, k, v = _prep(q, k, v)
@@ -135,12 +175,12 @@ def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
     delta = cupy.empty((B, n), dtype=np.float32)
     tail = (np.int32(n), np.int32(m), np.int32(d), np.int32(e), np.float32(scale), np.int32(bool(hard)))
     # dq first: it also writes delta = rowsum(g * out), which the dk/dv kernel reads.
-    _launch("dq", dm, B, n, (q, k, v) + mk + (out, lse, g, dq, delta) + tail)
+    _launch("dq", var, B, n, (q, k, v) + mk + (out, lse, g, dq, delta) + tail)
     if not want_kv:
         return _unpad(dq, d0), None, None
     dk = cupy.empty_like(k)
     dv = cupy.empty_like(v)
-    _launch("kv", dm, B, m, (q, k, v) + mk + (lse, delta, g, dk, dv) + tail)
+    _launch("kv", var, B, m, (q, k, v) + mk + (lse, delta, g, dk, dv) + tail)
     return _unpad(dq, d0), _unpad(dk, d0), _unpad(dv, e0)
 
 

@@ -71,7 +71,8 @@ NAMES: dict[str, list[str]] = {
               + [f"{k}<{t}>" for k in ("nll_fwd_kernel", "nll_scale_kernel", "nll_bwd_kernel") for t in FLOATS]),
     "spectral": ([f"spectral_mix<{t}, {a}>" for t in FLOATS for a in ("false", "true")]
                  + [f"{k}<{t}>" for k in ("spectral_dw", "spectral_finish") for t in FLOATS]),
-    "attention": [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv") for dm in (64, 128)],
+    "attention": [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv", "ft_fwd", "ft_bwd_dq", "ft_bwd_kv")
+                  for dm in (64, 128)],
     "conv": ([f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in FLOATS for d in range(1, 9)]
              + [f"bias_add_k<{t}>" for t in FLOATS]),
 }
