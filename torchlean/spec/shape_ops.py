@@ -26,6 +26,7 @@ Conventions (DESIGN.md, docs/OPS.md):
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -53,6 +54,12 @@ def axis_of(op: str, axis, ndim: int) -> int:
 
 def shape_arg(op: str, shape) -> tuple:
     """A fully specified target shape: a tuple (or list) of non-negative ints."""
+    if type(shape) is tuple:
+        for d in shape:
+            if type(d) is not int or d < 0:
+                break
+        else:
+            return shape  # the common case, checked without building anything
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or any(
@@ -212,9 +219,9 @@ def check_same_dtype(op: str, xs) -> None:
 
 def _reshape_shape(x, *, shape):
     shape = shape_arg("reshape", shape)
-    if int(np.prod(shape)) != int(np.prod(x)):
-        raise ShapeError(f"reshape: cannot view shape {tuple(x)} ({int(np.prod(x))} entries) "
-                         f"as {shape} ({int(np.prod(shape))} entries)")
+    if math.prod(shape) != math.prod(x):
+        raise ShapeError(f"reshape: cannot view shape {tuple(x)} ({math.prod(x)} entries) "
+                         f"as {shape} ({math.prod(shape)} entries)")
     return shape
 
 
