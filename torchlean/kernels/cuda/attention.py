@@ -69,26 +69,23 @@ _DEVICE: dict = {}
 FORCE_TENSOR_CORES = None
 
 
-def _device_caps():
-    """(tensor cores usable, opt-in shared memory per block) of the current device, cached."""
-    dev = cupy.cuda.runtime.getDevice()
-    caps = _DEVICE.get(dev)
-    if caps is None:
-        d = cupy.cuda.Device(dev)
-        caps = _DEVICE[dev] = (int(d.compute_capability) >= 80,
-                               int(d.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)))
-    return caps
-
-
 def _variant(dm: int):
-    """True for the tensor-core kernels, False for the FMA ones, None when neither fits the device."""
-    tc, limit = _device_caps()
-    if FORCE_TENSOR_CORES is not None:
-        tc = tc and FORCE_TENSOR_CORES
+    """True for the tensor-core kernels, False for the FMA ones, None when neither fits the
+    device (cached per device, head size and :data:`FORCE_TENSOR_CORES`)."""
+    dev = cupy.cuda.runtime.getDevice()
+    key = (dev, dm, FORCE_TENSOR_CORES)
+    if key in _DEVICE:
+        return _DEVICE[key]
+    d = cupy.cuda.Device(dev)
+    tc = int(d.compute_capability) >= 80 and FORCE_TENSOR_CORES is not False
+    limit = int(d.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+    found = None
     for v in ((True, False) if tc else (False,)):
         if all(_smem(kind, dm, v) <= limit for kind in ("fwd", "dq", "kv")):
-            return v
-    return None
+            found = v
+            break
+    _DEVICE[key] = found
+    return found
 
 
 def _kernel(kind: str, dm: int, tc: bool):
