@@ -118,3 +118,26 @@ def test_loss_targets_shared_through_dlpack_are_read_again():
     owner[2] = 4                                    # out of range for 4 classes: refused, not read stale
     with pytest.raises(Exception, match="cross_entropy"):
         nn.functional.cross_entropy(logits, target)
+
+
+def test_loss_target_views_are_read_once_per_buffer(monkeypatch):
+    """A fresh view of the same target each step (``y.reshape(-1)``) is copied to the host once;
+    an in-place integer write or another buffer is read again."""
+    rng = np.random.default_rng(1)
+    logits = tl.tensor(rng.standard_normal((2, 3, 5)), dtype=tl.float32).to("cuda").reshape(6, 5)
+    yh = np.array([[4, 0, 2], [1, 3, 3]])
+    y = tl.tensor(yh).to("cuda")
+    reads = []
+    real = tl.Tensor.numpy
+    monkeypatch.setattr(tl.Tensor, "numpy", lambda self: (reads.append(1) if self.device == "cuda" and
+                                                          self.dtype.kind in "iu" else None) or real(self))
+
+    def want(t):
+        return nn.functional.cross_entropy(logits.cpu(), tl.tensor(t.reshape(-1))).item()
+    got = [nn.functional.cross_entropy(logits, y.reshape(-1)).item() for _ in range(3)]
+    assert len(reads) == 1 and all(abs(g - want(yh)) < 1e-5 for g in got)
+    y.zero_()
+    assert abs(nn.functional.cross_entropy(logits, y.reshape(-1)).item() - want(0 * yh)) < 1e-5
+    assert len(reads) == 2
+    other = tl.tensor(yh[::-1].copy()).to("cuda")
+    assert abs(nn.functional.cross_entropy(logits, other.reshape(-1)).item() - want(yh[::-1])) < 1e-5

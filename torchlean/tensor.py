@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 from numbers import Number
 
 import numpy as np
@@ -56,8 +57,10 @@ class _State(threading.local):
 _state = _State()
 _INT_WRITES = [0]  # in-place writes to integer tensors so far (see nn.functional._device_ints)
 # Device buffers shared with other libraries through DLPack (exported or imported): their
-# owners may write them at any time, so no host copy of them is ever reused.
-SHARED_BUFFERS: set = set()
+# owners may write them at any time, so no host copy of them is ever reused. Base address ->
+# weak reference to the array that owns the allocation here: once that array is gone the
+# address may hold a new, unshared buffer.
+SHARED_BUFFERS: dict = {}
 
 
 def buffer_base(v):
@@ -69,7 +72,20 @@ def buffer_base(v):
 def _note_shared(v) -> None:
     base = buffer_base(v)
     if base is not None:
-        SHARED_BUFFERS.add(base)
+        root = v.base if getattr(v, "base", None) is not None else v
+        SHARED_BUFFERS[base] = weakref.ref(root)
+
+
+def is_shared_buffer(v) -> bool:
+    """True when ``v`` lies in a live allocation shared through DLPack (see SHARED_BUFFERS)."""
+    base = buffer_base(v)
+    ref = SHARED_BUFFERS.get(base)
+    if ref is None:
+        return False
+    if ref() is None:  # its arrays are gone: the address was freed and may be reused
+        del SHARED_BUFFERS[base]
+        return False
+    return True
 
 
 def is_grad_enabled() -> bool:

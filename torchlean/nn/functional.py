@@ -11,14 +11,14 @@ integer targets, indices and class weights travel as host-array attributes.
 
 from __future__ import annotations
 
+import collections
 import numbers
-import weakref
 
 import numpy as np
 
 from ..autograd.rules.nn import remember_device_copy
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
-from ..tensor import _INT_WRITES, SHARED_BUFFERS, Tensor, _apply, buffer_base, next_rng_key, where
+from ..tensor import _INT_WRITES, Tensor, _apply, is_shared_buffer, next_rng_key, where
 
 __all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
            "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
@@ -32,35 +32,38 @@ def _tensor(x, op, what="input"):
     return x
 
 
-# id(CUDA tensor) -> (weak reference to it, its value, integer-write count, read-only host copy)
-_DEVICE_INTS: dict = {}
+# (id(root array), pointer, shape, strides, dtype) of an integer CUDA view -> (root array, integer-write
+# count, read-only host copy), the most recently used _ROOTS_KEPT of them.
+_DEVICE_INTS: collections.OrderedDict = collections.OrderedDict()
+_ROOTS_KEPT = 8
 
 
 def _device_ints(t, op, what):
-    """The host copy of an integer CUDA tensor, read once per buffer.
+    """The host copy of an integer CUDA tensor, read once per buffer and layout.
 
-    A training loop passes the same target tensor step after step: copying it to the host each
-    time would stop the host until the GPU catches up. The copy is kept while the tensor holds
-    the same value array and no integer tensor was written in place since (``Tensor.zero_``);
-    it is read-only, and the loss rules find the device buffer from it. Buffers shared through
-    DLPack are copied on every call."""
+    A training loop passes the same target step after step, often as a fresh view of it
+    (``y.reshape(-1)``): copying it to the host each time would stop the host until the GPU
+    catches up. The copy is kept per allocation (the view's root array) and layout while no
+    integer tensor was written in place since (``Tensor.zero_``); it is read-only, and the loss
+    rules find the device buffer from it. The last few root arrays are held (so an address is
+    never reused under a kept copy); buffers shared through DLPack are copied on every call."""
     v = t._value
     if v.dtype.kind not in "iu":
         raise DTypeError(f"{op}: {what} must hold integers, got dtype {v.dtype}")
-    if buffer_base(v) in SHARED_BUFFERS:  # another library may write it: copy every time
+    if is_shared_buffer(v):  # another library may write it: copy every time
         return t.numpy()
-    key = id(t)
+    root = v.base if v.base is not None else v
+    key = (id(root), v.data.ptr, v.shape, v.strides, v.dtype.str)
     hit = _DEVICE_INTS.get(key)
-    if hit is not None and hit[0]() is t and hit[1] is v and hit[2] == _INT_WRITES[0]:
-        return hit[3]
+    if hit is not None and hit[0] is root and hit[1] == _INT_WRITES[0]:
+        _DEVICE_INTS.move_to_end(key)
+        return hit[2]
     a = t.numpy()
     a.flags.writeable = False
-
-    def forget(ref, key=key):
-        e = _DEVICE_INTS.get(key)
-        if e is not None and e[0] is ref:
-            del _DEVICE_INTS[key]
-    _DEVICE_INTS[key] = (weakref.ref(t, forget), v, _INT_WRITES[0], a)
+    _DEVICE_INTS[key] = (root, _INT_WRITES[0], a)
+    _DEVICE_INTS.move_to_end(key)
+    while len(_DEVICE_INTS) > _ROOTS_KEPT:
+        _DEVICE_INTS.popitem(last=False)
     remember_device_copy(a, v)
     return a
 
