@@ -469,17 +469,16 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
     if additive is not None or need_weights:
         sc = 1.0 / math.sqrt(E) if scale is None else float(scale)
         return _attend_unfused(q, k, v, allowed, additive, sc)
-    B = math.prod(lead)
-
-    def fold(t, n, d):
-        return t.broadcast_to(lead + (n, d)).reshape(B, n, d)
-
+    if not lead:  # the op needs at least one batch axis
+        q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
     attrs = {"scale": None if scale is None else float(scale)}
     if allowed is not None:
-        attrs["mask"] = _bcast_mask(op, allowed, lead + (L, S)).reshape(B, L, S)
+        attrs["mask"] = _bcast_mask(op, allowed, (lead or (1,)) + (L, S))
         attrs["hard"] = True
-    out = _apply("flash_attention", (fold(q, L, E), fold(k, S, E), fold(v, S, Ev)), attrs)
-    return out.reshape(lead + (L, Ev)), None
+    full = lead or (1,)
+    out = _apply("flash_attention", (q.broadcast_to(full + (L, E)), k.broadcast_to(full + (S, E)),
+                                     v.broadcast_to(full + (S, Ev))), attrs)
+    return (out if lead else out.reshape(L, Ev)), None
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,

@@ -266,24 +266,26 @@ def _check_scale(op, scale):
 
 
 def _flash_shape(q, k, v, *, scale=None, mask=None, hard=False):
+    """(*batch, n, dv) of q (*batch, n, d), k (*batch, m, d), v (*batch, m, dv): the seeds'
+    (batch, n, d) layout, with any number (at least one) of batch axes, as PyTorch's SDPA takes them."""
     op = "flash_attention"
     q, k, v = tuple(q), tuple(k), tuple(v)
-    if len(q) != 3 or len(k) != 3 or len(v) != 3:
-        raise ShapeError(f"{op}: q, k, v must be (batch, n, d), (batch, m, d), (batch, m, dv); "
-                         f"got {fmt_shapes(q, k, v)}")
-    if q[0] != k[0] or q[0] != v[0]:
+    if len(q) < 3 or len(k) != len(q) or len(v) != len(q):
+        raise ShapeError(f"{op}: q, k, v must be (batch, n, d), (batch, m, d), (batch, m, dv) with the same "
+                         f"batch axes; got {fmt_shapes(q, k, v)}")
+    if q[:-2] != k[:-2] or q[:-2] != v[:-2]:
         raise ShapeError(f"{op}: batch sizes of q, k, v differ: {fmt_shapes(q, k, v)}")
-    if q[2] != k[2]:
+    if q[-1] != k[-1]:
         raise ShapeError(f"{op}: head dims of q and k differ: {fmt_shapes(q, k)}")
-    if k[1] != v[1]:
+    if k[-2] != v[-2]:
         raise ShapeError(f"{op}: key lengths of k and v differ: {fmt_shapes(k, v)}")
-    if q[2] < 1 or k[1] < 1:
+    if q[-1] < 1 or k[-2] < 1:
         raise ShapeError(f"{op}: need d >= 1 and at least one key, got {fmt_shapes(q, k, v)}")
     _check_scale(op, scale)
-    if mask is not None and tuple(np.shape(mask)) != (q[0], q[1], k[1]):
+    if mask is not None and tuple(np.shape(mask)) != q[:-1] + (k[-2],):
         raise ShapeError(f"{op}: mask has shape {tuple(np.shape(mask))}, expected "
-                         f"{(q[0], q[1], k[1])} (batch, n, m)")
-    return (q[0], q[1], v[2])
+                         f"{q[:-1] + (k[-2],)} (batch, n, m)")
+    return q[:-1] + (v[-1],)
 
 
 def _scale_of(d, scale):

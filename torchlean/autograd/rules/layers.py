@@ -135,14 +135,25 @@ defrule("batch_norm_eval", _bne_fwd, _bne_bwd)
 
 def _fa_fwd(K, q, k, v, *, scale=None, mask=None, hard=False):
     sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    lead, n, m_ = q.shape[:-2], q.shape[-2], k.shape[-2]
+    if len(lead) != 1:  # the kernels take one batch axis: fold the others into it (views)
+        B = math.prod(lead)
+        q, k, v = (K.ascontiguous(t).reshape(B, *t.shape[-2:]) for t in (q, k, v))
+        if mask is not None:
+            mask = mask.reshape(B, n, m_)
     m = _dev_mask(K, mask)
     out, lse = K.flash_attention_fwd(q, k, v, m, sc, bool(hard))
-    return out, (q, k, v, m, out, lse, sc, bool(hard))
+    return out.reshape(lead + out.shape[-2:]), (q, k, v, m, out, lse, sc, bool(hard), lead)
 
 
 def _fa_bwd(K, s, g, needs):
-    q, k, v, m, out, lse, sc, hard = s
-    return _pick(needs, *K.flash_attention_bwd(q, k, v, m, out, lse, g, sc, hard))
+    q, k, v, m, out, lse, sc, hard, lead = s
+    if len(lead) != 1:
+        g = K.ascontiguous(g).reshape(out.shape)
+    grads = K.flash_attention_bwd(q, k, v, m, out, lse, g, sc, hard)
+    if len(lead) != 1:
+        grads = tuple(None if t is None else t.reshape(lead + t.shape[-2:]) for t in grads)
+    return _pick(needs, *grads)
 
 
 defrule("flash_attention", _fa_fwd, _fa_bwd)

@@ -123,6 +123,8 @@ def _fa_samples(rng):
         Sample(qkv(2, 4, 5, 3), {"mask": blocked, "hard": True}, "hard, fully blocked rows"),
         Sample(qkv(2, 4, 5, 3), {"mask": blocked}, "seed mask, fully blocked rows"),
         Sample(qkv(1, 1, 1, 1), {}, "n = m = d = 1"),
+        Sample((rand(rng, 2, 3, 4, 3), rand(rng, 2, 3, 5, 3), rand(rng, 2, 3, 5, 2)),
+               {"mask": random_mask(rng, 2, 3, 4, 5), "hard": True}, "two batch axes (batch, heads), hard mask"),
     ]
 
 
@@ -133,6 +135,9 @@ def _fa_bad(rng):
             BadInput((q, np.ones((1, 3, 4)), np.ones((1, 3, 4))), {}, ShapeError, "batch", "batch mismatch"),
             BadInput((q, q, np.ones((2, 2, 4))), {}, ShapeError, "key lengths", "m mismatch"),
             BadInput((np.ones((3, 4)),) * 3, {}, ShapeError, "(3, 4)", "2-D"),
+            BadInput((np.ones((2, 2, 3, 4)), np.ones((2, 3, 3, 4)), np.ones((2, 3, 3, 4))), {}, ShapeError,
+                     "batch", "batch axes differ"),
+            BadInput((q, q, q), {"mask": np.ones((3, 3), bool)}, ShapeError, "(2, 3, 3)", "mask of too few axes"),
             BadInput((q, q, q), {"scale": float("nan")}, DomainError, "scale", "nan scale")]
 
 

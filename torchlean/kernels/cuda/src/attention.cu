@@ -707,12 +707,17 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
     __syncthreads();
 
     // delta of the warp's 16 rows: one warp-wide sum per row, kept by the lanes that own it.
+    // Unrolled, so that the loads of all 16 rows of O are in flight at once.
     float D[2] = {0.f, 0.f}, L[2];
+#pragma unroll
     for (int rr = 0; rr < 16; ++rr) {
         const int qi = q0 + r0 + rr;
         float part = 0.f;
-        if (qi < n)
-            for (int col = lane; col < e; col += 32) part += Gs[(r0 + rr) * LD + col] * out[(b * n + qi) * e + col];
+#pragma unroll
+        for (int c = 0; c < DM / 32; ++c) {
+            const int col = lane + 32 * c;
+            if (qi < n && col < e) part += Gs[(r0 + rr) * LD + col] * out[(b * n + qi) * e + col];
+        }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
         if (rr == g) D[0] = part;
