@@ -594,6 +594,19 @@ __device__ __forceinline__ void ft_zero(float (&x)[N][4]) {
     for (int j = 0; j < N; ++j) x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
 }
 
+// Row g + 8h of a warp's accumulator, times mul, into dst[0 .. width) (float2 stores; width is a
+// multiple of 4, so a pair never straddles it).
+template <int NJ>
+__device__ __forceinline__ void ft_store_row(float* dst, const float (&acc)[NJ][4], int h, int width, float mul,
+                                             int t) {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        const int col = 8 * j + 2 * t;
+        if (col < width)
+            *reinterpret_cast<float2*>(&dst[col]) = make_float2(acc[j][2 * h] * mul, acc[j][2 * h + 1] * mul);
+    }
+}
+
 template <int DM>
 __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
         const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
@@ -671,14 +684,8 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
         const int qi = qi0 + 8 * h;
         if (qi >= n) continue;
         const bool ok = lrow[h] > 0.f;
-        const float inv = ok ? lrow[h] : 1.f;
         const long long row = b * n + qi;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            const int col = 8 * j + 2 * t;
-            if (col < e)
-                *reinterpret_cast<float2*>(&out[row * e + col]) = make_float2(o[j][2 * h] / inv, o[j][2 * h + 1] / inv);
-        }
+        ft_store_row<NJ>(&out[row * e], o, h, e, ok ? 1.f / lrow[h] : 1.f, t);
         if (t == 0) lse[row] = ok ? shift[h] + logf(lrow[h]) : fa_inf();
     }
 }
@@ -768,14 +775,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
     for (int h = 0; h < 2; ++h) {
         const int qi = qi0 + 8 * h;
         if (qi >= n) continue;
-        const long long row = b * n + qi;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            const int col = 8 * j + 2 * t;
-            if (col < d)
-                *reinterpret_cast<float2*>(&dq[row * d + col]) =
-                    make_float2(acc[j][2 * h] * scale, acc[j][2 * h + 1] * scale);
-        }
+        ft_store_row<NJ>(&dq[(b * n + qi) * d], acc, h, d, scale, t);
     }
 }
 
@@ -864,14 +864,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_kv(
         const int kj = kj0 + 8 * h;
         if (kj >= m) continue;
         const long long row = b * m + kj;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            const int col = 8 * j + 2 * t;
-            if (col < d)
-                *reinterpret_cast<float2*>(&dk_[row * d + col]) =
-                    make_float2(ak[j][2 * h] * scale, ak[j][2 * h + 1] * scale);
-            if (col < e)
-                *reinterpret_cast<float2*>(&dv[row * e + col]) = make_float2(av[j][2 * h], av[j][2 * h + 1]);
-        }
+        ft_store_row<NJ>(&dk_[row * d], ak, h, d, scale, t);
+        ft_store_row<NJ>(&dv[row * e], av, h, e, 1.f, t);
     }
 }
