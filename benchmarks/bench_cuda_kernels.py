@@ -12,7 +12,6 @@ device-to-device copy bandwidth; matrix products as TFLOP/s. TF32 is off on both
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import cupy
@@ -20,23 +19,15 @@ import numpy as np
 import torch
 
 from torchlean.kernels import get_kernels
+from torchlean.testing.timing import event_median_ms
 
 
 def timed(fn, reps, warmup=3):
     """Median milliseconds of ``fn()`` between two CUDA events (after ``warmup`` calls)."""
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.Device().synchronize()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = cupy.cuda.Event(), cupy.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(a, b))
-    return statistics.median(times)
+    def sync():
+        cupy.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+    return event_median_ms(fn, reps, warmup, sync)
 
 
 def t2c(t):

@@ -330,27 +330,16 @@ def main(argv=None):
 
 def sum_bandwidth():
     """sum over 64M float32 as a fraction of device-to-device copy bandwidth (bytes read + written)."""
-    import statistics
     import cupy
     from torchlean.kernels import get_kernels
+    from torchlean.testing.timing import event_median_ms
     K = get_kernels("cuda")
     n = 1 << 26
     x = cupy.random.random(n, dtype=np.float32) - 0.5
     y = cupy.empty_like(x)
 
     def timed(fn, reps=30):
-        for _ in range(3):
-            fn()
-        cupy.cuda.Device().synchronize()
-        ts = []
-        for _ in range(reps):
-            a, b = cupy.cuda.Event(), cupy.cuda.Event()
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cupy.cuda.get_elapsed_time(a, b))
-        return statistics.median(ts)
+        return event_median_ms(fn, reps, 3)
     copy_bw = 8 * n / timed(lambda: y.__setitem__(Ellipsis, x)) / 1e6
     t = timed(lambda: K.sum(x))
     ref = float(x.astype(cupy.float64).sum())
