@@ -113,10 +113,12 @@ def layer_norm_bwd(x, gamma, mean, rstd, g):
     has_gamma = gamma is not None
     gamma = _contig(_dev(gamma).astype(x.dtype, copy=False)) if has_gamma else x
     dx = cupy.empty(x.shape, dtype=x.dtype)
-    gxhat = cupy.empty(x.shape, dtype=x.dtype) if has_gamma else dx
+    # [g * xhat, g] side by side: one column sum (one launch or two) for dgamma and dbeta.
+    gxhat = cupy.empty((rows, 2 * n), dtype=x.dtype) if has_gamma else dx
     flag, threads, nb = _row_group(n)
     launch("nn", f"layer_norm_bwd_k<{t}, {flag}>", nb(rows) if n else 0, threads,
            (x, gamma, mean, rstd, g, dx, gxhat, np.int64(rows), np.int64(n), np.int32(has_gamma)))
     if not has_gamma:
         return dx, None, None
-    return dx, reduce_sum_axis0(gxhat), reduce_sum_axis0(g)
+    s = reduce_sum_axis0(gxhat)
+    return dx, s[:n], s[n:]

@@ -134,7 +134,8 @@ layer_norm_fwd_reg(const T* __restrict__ x, const T* __restrict__ gamma, const T
 }
 
 // dx = rstd (gx - mean(gx) - xhat mean(gx xhat)), gx = g gamma; the two means in double.
-// With gamma, g * xhat is written to gxhat for the caller's column sum (dgamma).
+// With gamma, row r of gxhat (rows x 2n) gets g * xhat and then g: the caller's one column sum
+// gives dgamma and dbeta together.
 template <typename T, bool BLOCK>
 __global__ void layer_norm_bwd_k(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ mean,
                                  const T* __restrict__ rstd, const T* __restrict__ g, T* __restrict__ dx,
@@ -158,6 +159,9 @@ __global__ void layer_norm_bwd_k(const T* __restrict__ x, const T* __restrict__ 
         const T xh = (p[j] - mu) * r;
         const T gx = has_gamma ? pg[j] * gamma[j] : pg[j];
         q[j] = r * (gx - m1 - xh * m2);
-        if (has_gamma) gxhat[row * n + j] = pg[j] * xh;
+        if (has_gamma) {
+            gxhat[row * 2 * n + j] = pg[j] * xh;
+            gxhat[row * 2 * n + n + j] = pg[j];
+        }
     }
 }
