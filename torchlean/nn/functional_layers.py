@@ -471,11 +471,11 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
         return _attend_unfused(q, k, v, allowed, additive, sc)
     if not lead:  # the op needs at least one batch axis
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+    full = lead or (1,)
     attrs = {"scale": None if scale is None else float(scale)}
     if allowed is not None:
-        attrs["mask"] = _bcast_mask(op, allowed, (lead or (1,)) + (L, S))
+        attrs["mask"] = _bcast_mask(op, allowed, full + (L, S))
         attrs["hard"] = True
-    full = lead or (1,)
     out = _apply("flash_attention", (q.broadcast_to(full + (L, E)), k.broadcast_to(full + (S, E)),
                                      v.broadcast_to(full + (S, Ev))), attrs)
     return (out if lead else out.reshape(L, Ev)), None
