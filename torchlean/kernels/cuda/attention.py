@@ -18,7 +18,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from .build import function
+from .build import function, launch_function
 from .core import _contig, _dev
 from .ported import twin
 
@@ -136,8 +136,8 @@ def _launch(kind, variant, B, rows, args):
     """One block per (batch, tile of the kernel's rows); ``args`` end before the tile count."""
     dm, tc = variant
     tiles = -(-rows // _TILE)
-    _kernel(kind, dm, tc)((tiles * B,), (_THREADS[tc],), args + (np.int32(tiles),),
-                          shared_mem=_smem(kind, dm, tc))
+    launch_function(_kernel(kind, dm, tc), (tiles * B,), (_THREADS[tc],), args + (np.int32(tiles),),
+                    shared_mem=_smem(kind, dm, tc))
 
 
 def flash_attention_fwd(q, k, v, mask, scale, hard):

@@ -185,9 +185,10 @@ def _handle(f) -> int:
     return h
 
 
-def launch_function(f, grid, block, args, key=None) -> None:
+def launch_function(f, grid, block, args, key=None, shared_mem: int = 0) -> None:
     """Launch compiled kernel ``f`` on the current stream; ``args`` are arrays (passed as pointers),
     None (a null pointer), NumPy scalars (by value) or ``bytes`` (a struct by value, first argument).
+    ``shared_mem`` is the dynamic shared memory of a block in bytes.
 
     ``key``, when given, is ``tuple(map(type, args))`` (a caller may precompute it)."""
     global FAST_LAUNCH
@@ -207,13 +208,13 @@ def launch_function(f, grid, block, args, key=None) -> None:
                                            for a in args])
                 _launch_kernel(h, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
                                block[0], block[1] if len(block) > 1 else 1, block[2] if len(block) > 2 else 1,
-                               0, _current_stream().ptr, 0, p.ptr)
+                               shared_mem, _current_stream().ptr, 0, p.ptr)
                 return
             except Exception:  # a CuPy whose binding differs: its own launch from now on (it raises real errors)
                 FAST_LAUNCH = False
     # CuPy passes a size-one NumPy array by value: the struct argument of the fallback.
     f(grid, block, tuple(np.frombuffer(a, dtype=np.dtype((np.void, len(a)))) if type(a) is bytes else a
-                         for a in args))
+                         for a in args), shared_mem=shared_mem)
 
 
 def launch(module: str, name: str, n_blocks, threads, args) -> None:

@@ -41,10 +41,13 @@ __device__ __forceinline__ float fa_row_sum(float x) {
     return x;
 }
 
-// The mask entry of (query row qi, key kj); nonzero where attending is allowed.
+#define FA_FILL (-1000.f)  // the seeds' soft-mask logit
+
+// Whether query row qi may attend key kj: no mask, a padding row (qi >= n, never written), or
+// a nonzero mask entry.
 __device__ __forceinline__ bool fa_keep(const unsigned char* mask, long long base, long long sn, long long sm,
-                                        int qi, int kj) {
-    return mask[base + qi * sn + kj * sm] != 0;
+                                        int qi, int kj, int n) {
+    return mask == nullptr || qi >= n || mask[base + qi * sn + kj * sm] != 0;
 }
 
 __device__ __forceinline__ float4 fa_ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -218,8 +221,8 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_fwd(
             for (int c = 0; c < 4; ++c) {
                 const int kj = k0 + tx + 16 * c;
                 if (kj >= m) s[i][c] = NEG_INF;
-                else if (mask != nullptr && qi < n && !fa_keep(mask, mbase, msn, msm, qi, kj))
-                    s[i][c] = hard ? NEG_INF : -1000.f;
+                else if (!fa_keep(mask, mbase, msn, msm, qi, kj, n))
+                    s[i][c] = hard ? NEG_INF : FA_FILL;
                 tmax = fmaxf(tmax, s[i][c]);
             }
             const float mnew = fmaxf(mrow[i], fa_row_max(tmax));
@@ -322,7 +325,7 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_dq(
                 const int kj = k0 + tx + 16 * c;
                 float ds = 0.f;
                 if (kj < m) {
-                    const bool keep = mask == nullptr || qi >= n || fa_keep(mask, mbase, msn, msm, qi, kj);
+                    const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
                     // A replaced logit is a constant (its gradient 0); a hard-masked weight is 0.
                     if (keep) ds = expf(s[i][c] - L[i]) * (dp[i][c] - D[i]);
                 }
@@ -408,12 +411,12 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_kv(
                 const int kj = k0 + ty * 4 + i;
                 float p = 0.f, ds = 0.f;
                 if (kj < m) {
-                    const bool keep = mask == nullptr || qi >= n || fa_keep(mask, mbase, msn, msm, qi, kj);
+                    const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
                     if (keep) {
                         p = expf(s[i][c] - Lq);
                         ds = p * (dp[i][c] - Dq);
                     } else if (!hard) {
-                        p = expf(-1000.f - Lq);  // the soft fill's weight; its logit is a constant
+                        p = expf(FA_FILL - Lq);  // the soft fill's weight; its logit is a constant
                     }
                 }
                 s[i][c] = p;
@@ -646,8 +649,8 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
                 for (int c = 0; c < 4; ++c) {
                     const int qi = qi0 + 8 * (c >> 1), kj = k0 + 8 * j + 2 * t + (c & 1);
                     if (kj >= m) s[j][c] = NEG_INF;
-                    else if (mask != nullptr && qi < n && !fa_keep(mask, mbase, msn, msm, qi, kj))
-                        s[j][c] = hard ? NEG_INF : -1000.f;
+                    else if (!fa_keep(mask, mbase, msn, msm, qi, kj, n))
+                        s[j][c] = hard ? NEG_INF : FA_FILL;
                 }
         }
 #pragma unroll
@@ -762,7 +765,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
                     const int h = c >> 1, qi = qi0 + 8 * h, kj = k0 + 8 * j + 2 * t + (c & 1);
                     float ds = 0.f;
                     if (kj < m) {
-                        const bool keep = mask == nullptr || qi >= n || fa_keep(mask, mbase, msn, msm, qi, kj);
+                        const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
                         // A replaced logit is a constant (its gradient 0); a hard-masked weight is 0.
                         if (keep) ds = __expf(s[j][c] - L[h]) * (dp[j][c] - D[h]);
                     }
@@ -844,12 +847,12 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_kv(
                     const float Lq = Ls[qc];
                     float p = 0.f, ds = 0.f;
                     if (kj < m) {
-                        const bool keep = mask == nullptr || qi >= n || fa_keep(mask, mbase, msn, msm, qi, kj);
+                        const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
                         if (keep) {
                             p = __expf(s[j][c] * scale - Lq);
                             ds = p * (dp[j][c] - Ds[qc]);
                         } else if (!hard) {
-                            p = __expf(-1000.f - Lq);  // the soft fill's weight; its logit is a constant
+                            p = __expf(FA_FILL - Lq);  // the soft fill's weight; its logit is a constant
                         }
                     }
                     s[j][c] = p;
