@@ -20,6 +20,8 @@ asserts that an implementation has all of them and names any that is missing.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..errors import IndexRangeError
@@ -174,6 +176,72 @@ def check_indices(indices, op: str) -> np.ndarray:
         if hi >= UINT32_LIMIT:
             raise IndexRangeError(f"{op}: index {hi} >= 2**32")
     return idx
+
+
+# id(root of a read-only host copy) -> [weak reference to the root, the device array copied, checked]
+_DEVICE_COPIES: dict = {}
+
+
+def _full_view_root(host):
+    """The array owning ``host``'s memory when ``host`` is a C-contiguous view of all of it."""
+    if not isinstance(host, np.ndarray) or not host.flags.c_contiguous:
+        return None
+    root = host if host.base is None else host.base
+    if not isinstance(root, np.ndarray) or root.size != host.size or root.dtype != host.dtype:
+        return None
+    return root
+
+
+def remember_device_copy(host, dev) -> None:
+    """Note that read-only host array ``host`` holds the values of device array ``dev``.
+
+    An index or target attribute that is ``host``, or any C-contiguous reshape of all of its
+    memory, is then read from ``dev`` by the CUDA kernels with no upload: a device tensor's
+    values reach the host once per buffer, for validation, and the kernels keep reading the
+    buffer itself (which a captured CUDA graph must do: see ``torchlean.capture``)."""
+    root = _full_view_root(host)
+    if root is None:
+        return
+    key = id(root)
+
+    def forget(ref, key=key):
+        e = _DEVICE_COPIES.get(key)
+        if e is not None and e[0] is ref:
+            del _DEVICE_COPIES[key]
+    _DEVICE_COPIES[key] = [weakref.ref(root, forget), dev, False]
+
+
+def _device_entry(host):
+    root = _full_view_root(host)
+    if root is None:
+        return None
+    e = _DEVICE_COPIES.get(id(root))
+    return e if e is not None and e[0]() is root else None
+
+
+def device_copy(host):
+    """The device array whose values ``host`` holds (see :func:`remember_device_copy`), shaped
+    like ``host``, or None."""
+    e = _device_entry(host)
+    if e is None:
+        return None
+    dev = e[1]
+    return dev if dev.shape == host.shape else dev.reshape(host.shape)
+
+
+def checked_device_indices(indices, op: str):
+    """``device_copy(indices)`` once its values passed :func:`check_indices` (checked once per
+    copy), as int64; None when ``indices`` is no copy of a device array."""
+    e = _device_entry(indices)
+    if e is None:
+        return None
+    if not e[2]:
+        check_indices(indices, op)
+        e[2] = True
+    dev = e[1]
+    if dev.dtype != np.int64:
+        dev = dev.astype(np.int64)
+    return dev if dev.shape == indices.shape else dev.reshape(indices.shape)
 
 
 def check_surface(impl, device: str) -> list[str]:

@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from ..autograd.rules.nn import remember_device_copy
+from ..kernels.api import remember_device_copy
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..tensor import _INT_WRITES, Tensor, _apply, is_shared_buffer, next_rng_key, where
 

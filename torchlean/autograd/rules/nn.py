@@ -11,10 +11,9 @@ runs from that tensor's buffer instead.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
+from ...kernels.api import device_copy
 from ...shape import norm_axis
 from .registry import defrule
 
@@ -88,27 +87,6 @@ def _unrows(K, d, shape):
     return K.ascontiguous(K.xp.moveaxis(d, -1, 1))
 
 
-# id(read-only host copy) -> (weak reference to it, the device array it was copied from)
-_DEVICE_COPIES: dict = {}
-
-
-def remember_device_copy(host, dev) -> None:
-    """Note that read-only ``host`` holds the values of device array ``dev``: a loss whose target
-    attribute is ``host`` then reads ``dev`` instead of uploading ``host`` again."""
-    key = id(host)
-
-    def forget(ref, key=key):
-        e = _DEVICE_COPIES.get(key)
-        if e is not None and e[0] is ref:
-            del _DEVICE_COPIES[key]
-    _DEVICE_COPIES[key] = (weakref.ref(host, forget), dev)
-
-
-def _device_copy(target):
-    e = _DEVICE_COPIES.get(id(target))
-    return e[1] if e is not None and e[0]() is target else None
-
-
 class _Targets:
     """The targets of one call on ``K``'s device (``target`` is the host attribute, already
     validated by the shape rule). On CUDA a target that came from a device buffer runs from that
@@ -118,7 +96,7 @@ class _Targets:
         self.K, self.dtype, self.target, self.weight, self.ignore_index = K, dtype, target, weight, ignore_index
         self.shape = np.shape(target)
         self.M, self.C = int(np.prod(self.shape, dtype=np.int64)), C
-        dev = None if K.device == "cpu" else _device_copy(target)
+        dev = None if K.device == "cpu" else device_copy(target)
         if dev is not None:
             self.t = K.ascontiguous(K.astype(dev, np.int64)).reshape(-1)
         else:

@@ -62,4 +62,16 @@ def load_modules() -> list:
     return [ported.load(skip=set().union(*(dir(m) for m in native))), *native]
 
 
-__all__ = ["load_modules", "set_tf32", "tf32_enabled", "INSTALL"]
+def cached_device_arrays() -> list:
+    """Every device array the kernels keep in their caches now (uploaded indices, broadcast plans,
+    DFT tables). A captured CUDA graph reads some of them; it holds this list, so that a cache
+    evicting an entry never frees memory the graph still reads."""
+    from . import core, spectral
+    out = []
+    for cache in (core._INDICES, core._META, spectral._TABLES):
+        for v in list(cache.values()):
+            out.extend(v if isinstance(v, tuple) else (v,))
+    return out
+
+
+__all__ = ["load_modules", "set_tf32", "tf32_enabled", "cached_device_arrays", "INSTALL"]

@@ -50,7 +50,8 @@ NAMES: dict[str, list[str]] = {
     "layout": [f"{k}<{e}>" for k in ("transpose_tiled", "swap_middle", "broadcast_nd", "vec_to_rows",
                                        "vec_to_cols", "concat2", "copy_range") for e in ELEMS],
     "index": ([f"{k}<{e}>" for k in ("gather_vec_kernel", "gather_rows_kernel") for e in ELEMS]
-              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "add_row_kernel") for t in FLOATS]),
+              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "scatter_add_rows_scan", "add_row_kernel")
+                 for t in FLOATS]),
     "softmax": (
         [f"softmax_fwd<{t}, {m}, {b}>" for t in FLOATS for m in (0, 1) for b in ("false", "true")]
         + [f"masked_softmax_fwd<{t}, {b}>" for t in FLOATS for b in ("false", "true")]
@@ -215,6 +216,48 @@ def launch_function(f, grid, block, args, key=None, shared_mem: int = 0) -> None
     # CuPy passes a size-one NumPy array by value: the struct argument of the fallback.
     f(grid, block, tuple(np.frombuffer(a, dtype=np.dtype((np.void, len(a)))) if type(a) is bytes else a
                          for a in args), shared_mem=shared_mem)
+
+
+_get_ident = threading.get_ident
+_TYPED = {"P": np.uint64, "q": np.int64, "i": np.int32, "f": np.float32, "d": np.float64}
+
+
+class Launcher:
+    """A compiled kernel with a fixed argument layout, launched on a 1-D grid with its arguments
+    given as plain numbers: ``L(n_blocks, threads, x.data.ptr, y.data.ptr, n, ...)``.
+
+    ``fmt`` is a :mod:`struct` format without the byte-order prefix: ``P`` a device pointer (an
+    int), ``q``/``i`` int64/int32, ``f``/``d`` float/double. This is the host path of the small
+    kernels that every op launches (elementwise, fused backward): nothing is converted or looked
+    up per call, which :func:`launch_function` must do for arbitrary arguments. The argument
+    buffer belongs to the thread that built the launcher (cuLaunchKernel copies it before it
+    returns); another thread takes :func:`launch_function`'s per-thread buffers.
+    """
+
+    __slots__ = ("f", "fmt", "h", "p", "st", "buf", "ptr", "tid")
+
+    def __init__(self, f, fmt: str):
+        self.f = f
+        self.fmt = fmt
+        self.h = _handle(f) if FAST_LAUNCH else 0
+        self.p = _Packer(fmt)  # owns the buffer and the size that ``ptr`` points at
+        self.st, self.buf, self.ptr = self.p.st, self.p.buf, self.p.ptr
+        self.tid = _get_ident()
+
+    def __call__(self, n_blocks: int, threads: int, *vals) -> None:
+        if self.h and _get_ident() == self.tid:
+            self.st.pack_into(self.buf, 0, *vals)
+            _launch_kernel(self.h, n_blocks, 1, 1, threads, 1, 1, 0, _current_stream().ptr, 0, self.ptr)
+        else:
+            self._typed_launch(n_blocks, threads, vals)
+
+    def _typed_launch(self, n_blocks, threads, vals):
+        # Another thread, or no direct launch: the general path with NumPy-typed scalars.
+        args = tuple(_TYPED[c](v) for c, v in zip(self.fmt, vals))
+        if FAST_LAUNCH and self.h:
+            launch_function(self.f, (n_blocks,), (threads,), args)
+        else:
+            self.f((n_blocks,), (threads,), args)
 
 
 def launch(module: str, name: str, n_blocks, threads, args) -> None:

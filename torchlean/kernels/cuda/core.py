@@ -18,8 +18,8 @@ import struct
 import cupy
 import numpy as np
 
-from ...errors import ShapeError
-from ..api import check_indices
+from ...errors import DeviceError, ShapeError
+from ..api import check_indices, checked_device_indices
 from . import build
 from . import gemm as _gemm
 from .build import blocks, etype, ftype, launch, launch_function
@@ -406,7 +406,15 @@ _INDICES_CACHE_BYTES = 1 << 20
 
 
 def _upload_indices(indices, op):
-    """Validate on the host (IndexRangeError before any launch), then upload as int64."""
+    """Validate on the host (IndexRangeError before any launch), then upload as int64.
+
+    Indices that are the host copy of a device tensor (an embedding's input on the GPU) are read
+    from that tensor instead, checked once per copy: nothing is uploaded, and a captured CUDA
+    graph reads whatever the tensor holds when it is replayed."""
+    if type(indices) is np.ndarray:
+        dev = checked_device_indices(indices, op)
+        if dev is not None:
+            return dev.reshape(-1) if dev._c_contiguous else cupy.ascontiguousarray(dev).reshape(-1)
     idx = np.ascontiguousarray(check_indices(indices, op), dtype=np.int64)
     if idx.nbytes > _INDICES_CACHE_BYTES:
         return cupy.asarray(idx)
@@ -459,18 +467,36 @@ def _scatter_plan(indices, op):
     return plan
 
 
-def _scatter_rows(mat, values, plan, name):
+#: Most rows * indices for which a captured scatter-add (no sort plan) is allowed.
+SCAN_SCATTER_MAX = 1 << 26
+
+
+def _scatter_rows(mat, values, indices, name):
+    t = ftype(mat.dtype, name)
+    rows, cols = mat.shape[0], math.prod(mat.shape[1:])
+    if _gemm.in_capture_scope():
+        # A sort plan is computed on the host from the indices' values, which a captured graph
+        # must not bake in: every target element scans the indices instead (same summation order).
+        idx = _upload_indices(indices, name)
+        k = idx.shape[0]
+        if rows * k > SCAN_SCATTER_MAX:
+            raise DeviceError(f"{name}: {rows} rows x {k} indices is too large to scatter inside a captured "
+                              f"CUDA graph (at most {SCAN_SCATTER_MAX}); run this step eagerly")
+        out = _contig(mat).copy()
+        values = _contig(_dev(values).astype(mat.dtype, copy=False))
+        launch("index", f"scatter_add_rows_scan<{t}>", blocks(rows * cols, _THREADS), _THREADS,
+               (out, np.int64(rows), np.int64(cols), values, idx, np.int64(k)))
+        return out
+    order, seg_row, start, nseg = _scatter_plan(indices, name)
     out = _contig(mat).copy()
-    cols = math.prod(mat.shape[1:])
     values = _contig(_dev(values).astype(mat.dtype, copy=False))
-    order, seg_row, start, nseg = plan
-    launch("index", f"scatter_add_rows_kernel<{ftype(mat.dtype, name)}>", blocks(nseg * cols, _THREADS), _THREADS,
-           (out, np.int64(mat.shape[0]), np.int64(cols), values, order, seg_row, start, np.int64(nseg)))
+    launch("index", f"scatter_add_rows_kernel<{t}>", blocks(nseg * cols, _THREADS), _THREADS,
+           (out, np.int64(rows), np.int64(cols), values, order, seg_row, start, np.int64(nseg)))
     return out
 
 
 def scatter_add(x, values, indices):
-    return _scatter_rows(_dev(x), values, _scatter_plan(indices, "scatter_add"), "scatter_add")
+    return _scatter_rows(_dev(x), values, indices, "scatter_add")
 
 
 def scatter_add_row(mat, row, i):
@@ -487,7 +513,7 @@ def scatter_add_row(mat, row, i):
 
 
 def scatter_add_rows(mat, values, indices):
-    return _scatter_rows(_dev(mat), values, _scatter_plan(indices, "scatter_add_rows"), "scatter_add_rows")
+    return _scatter_rows(_dev(mat), values, indices, "scatter_add_rows")
 
 
 # ---- memory and transfer --------------------------------------------------------------------
@@ -533,8 +559,9 @@ def ascontiguous(x):
 # ---- elementwise ----------------------------------------------------------------------------
 
 _BIN_FN: dict = {}
-_BIN_KEY = (_ND, _ND, _ND, np.int64, np.int64)
+_BIN_L: dict = {}   # (dtype, op, mode) -> Launcher of binary_kernel
 _OP_ADD, _OP_SUB, _OP_MUL, _OP_DIV = range(4)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def _bin_fn(dtype, op, mode):
@@ -543,6 +570,11 @@ def _bin_fn(dtype, op, mode):
     if f is None:
         f = _BIN_FN[key] = build.function("fused", f"binary_kernel<{build._FLOAT_NAME[dtype]}, {op}, {mode}>")
     return f
+
+
+def _bin_launcher(dtype, op, mode):
+    L = _BIN_L[(dtype, op, mode)] = build.Launcher(_bin_fn(dtype, op, mode), "PPPqq")
+    return L
 
 
 def _bin_plan(a, b):
@@ -566,16 +598,21 @@ def _binary(a, b, op, ufunc):
     everything else (mixed dtypes, scalars, general broadcasting) CuPy's ufunc."""
     if type(a) is _ND and type(b) is _ND:
         dt = a.dtype
-        if (dt is b.dtype or dt == b.dtype) and dt in build._FLOAT_NAME:
-            plan = _bin_plan(a, b)
-            if plan is not None:
+        if (dt is b.dtype or dt == b.dtype) and (dt is _F32 or dt == _F64 or dt == _F32):
+            sa = a.shape
+            if sa == b.shape and a._c_contiguous and b._c_contiguous:
+                mode, shape, cols = 0, sa, 1
+            else:
+                plan = _bin_plan(a, b)
+                if plan is None:
+                    return ufunc(a, b)
                 mode, shape, cols = plan
-                out = _ND(shape, dt)
-                n = out.size
-                if n:
-                    launch_function(_bin_fn(dt, op, mode), (blocks(n, _EW_PER_BLOCK),), (_THREADS,),
-                                    (a, b, out, np.int64(n), np.int64(cols)), _BIN_KEY)
-                return out
+            out = _ND(shape, dt)
+            n = out.size
+            if n:
+                L = _BIN_L.get((dt, op, mode)) or _bin_launcher(dt, op, mode)
+                L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, a.data.ptr, b.data.ptr, out.data.ptr, n, cols)
+            return out
     return ufunc(a, b)
 
 
@@ -624,6 +661,7 @@ def inv(x):
 
 
 _EW_FN: dict = {}
+_EW_L: dict = {}    # (kind, dtype, op) -> Launcher
 
 
 def _ew_fn(kind, dtype, op, name):
@@ -635,18 +673,33 @@ def _ew_fn(kind, dtype, op, name):
     return f
 
 
+def _ew_launcher(kind, dtype, op, name):
+    f = _ew_fn(kind, dtype, op, name)
+    t = "f" if dtype == _F32 else "d"
+    fmt = "PPq" + 2 * t if kind == "unary_kernel" else "PPPq" + 2 * t + "i"
+    L = _EW_L[(kind, dtype, op)] = build.Launcher(f, fmt)
+    return L
+
+
+def _params(dt, p0, p1):
+    """Scalar parameters as the kernel's type would hold them (float32 overflow gives inf, as a cast)."""
+    T = dt.type
+    return float(T(p0)), float(T(p1))
+
+
 def _unary(x, op, name, p0=0.0, p1=0.0):
     if type(x) is not _ND:
         x = _dev(x)
-    x = _contig(x)
+    if not x._c_contiguous:
+        x = cupy.ascontiguousarray(x)
     dt = x.dtype
-    f = _EW_FN.get(("unary_kernel", dt, op)) or _ew_fn("unary_kernel", dt, op, name)
+    L = _EW_L.get(("unary_kernel", dt, op)) or _ew_launcher("unary_kernel", dt, op, name)
     y = _ND(x.shape, dt)
     n = x.size
     if n:
-        T = dt.type
-        launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (x, y, np.int64(n), T(p0), T(p1)),
-                        (_ND, _ND, np.int64, T, T))
+        if p0 or p1:
+            p0, p1 = _params(dt, p0, p1)
+        L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, x.data.ptr, y.data.ptr, n, p0, p1)
     return y
 
 
@@ -707,14 +760,14 @@ def _bwd(a, g, op, name, p0=0.0, p1=0.0, flags=0):
         shape, dtype = a.shape, a.dtype
     else:
         shape, dtype, (a, g) = _aligned(a, g)
-    f = _EW_FN.get(("bwd_kernel", dtype, op)) or _ew_fn("bwd_kernel", dtype, op, name)
+    L = _EW_L.get(("bwd_kernel", dtype, op)) or _ew_launcher("bwd_kernel", dtype, op, name)
     out = _ND(shape, dtype)
     n = out.size
     if n:
-        T = dtype.type
-        launch_function(f, (blocks(n, _EW_PER_BLOCK),), (_THREADS,), (a, g, out, np.int64(n), T(p0), T(p1),
-                                                                      np.int32(flags)),
-                        (_ND, _ND, _ND, np.int64, T, T, np.int32))
+        if p0 or p1:
+            p0, p1 = _params(dtype, p0, p1)
+        L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, a.data.ptr, g.data.ptr, out.data.ptr, n, p0, p1,
+          flags)
     return out
 
 
@@ -837,8 +890,9 @@ def linear(x, w, b=None):
     if b is not None:
         if (type(b) is _ND and type(y) is _ND and b.dtype == y.dtype and y.dtype in build._FLOAT_NAME
                 and b.ndim == 1 and b._c_contiguous and y._c_contiguous and y.size and b.shape[0] == y.shape[-1]):
-            launch_function(_bin_fn(y.dtype, _OP_ADD, 3), (blocks(y.size, _EW_PER_BLOCK),), (_THREADS,),
-                            (y, b, y, np.int64(y.size), np.int64(b.shape[0])), _BIN_KEY)
+            dt, n = y.dtype, y.size
+            L = _BIN_L.get((dt, _OP_ADD, 3)) or _bin_launcher(dt, _OP_ADD, 3)
+            L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, y.data.ptr, b.data.ptr, y.data.ptr, n, b.shape[0])
         else:
             y += b
     return y.reshape(x.shape[:-1] + (w.shape[0],))

@@ -39,7 +39,7 @@ from cupy._core import _routines_linalg as _linalg
 
 from ...errors import DeviceError, ShapeError
 
-__all__ = ["matmul", "gemm", "capture_scope", "active", "ROUTE_ALWAYS"]
+__all__ = ["matmul", "gemm", "capture_scope", "active", "in_capture_scope", "ROUTE_ALWAYS"]
 
 #: Route every float32/float64 product through :func:`gemm`, not only captured ones. Off: on an
 #: H100 a direct call cost 4-7 us more host time than ``cupy.matmul`` (32 x 256 x 256, ctypes and
@@ -170,6 +170,12 @@ def _handle(lib):
 
 def _tf32() -> bool:
     return _linalg.get_compute_type(_F32) == _linalg.COMPUTE_TYPE_TF32
+
+
+def in_capture_scope() -> bool:
+    """True inside :func:`capture_scope` (the warm-up and the capture of a CUDA graph), where
+    kernels must not depend on host copies of device data."""
+    return _forced > 0
 
 
 def active() -> bool:

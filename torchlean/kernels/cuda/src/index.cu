@@ -40,6 +40,22 @@ __global__ void scatter_add_rows_kernel(T* __restrict__ out, i64 rows, i64 cols,
     out[i * cols + c] = acc;
 }
 
+// The same sums with no sort plan, for CUDA-graph capture (a plan depends on the indices' values,
+// which a captured graph reads from a device buffer): one thread per target element reads every
+// index in order and adds the rows equal to its own, so the sums run in the same (index) order.
+// rows * k index reads: chosen for small tables only (an embedding's vocabulary).
+template <typename T>
+__global__ void scatter_add_rows_scan(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
+                                      const i64* __restrict__ idx, i64 k) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= rows * cols) return;
+    const i64 i = t / cols, c = t - i * cols;
+    T acc = out[t];
+    for (i64 j = 0; j < k; ++j)
+        if (idx[j] == i) acc += values[j * cols + c];
+    out[t] = acc;
+}
+
 template <typename T>
 __global__ void add_row_kernel(T* __restrict__ out, i64 cols, const T* __restrict__ row, i64 i) {
     const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
