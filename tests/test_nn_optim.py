@@ -204,6 +204,23 @@ def test_tape_dense_and_sparse_backward_agree(program, seed, n_leaves, frozen):
             assert np.all(dense[leaf] == 0)
 
 
+def test_recorded_node_backward_is_callable_and_released():
+    """``node.backward(g)`` is the op's VJP for registry ops (fast and reference mode); release()
+    clears it, and a second backward through the released tape raises."""
+    for fast in (True, False):
+        t = Tape(fast_kernels=fast)
+        a = t.leaf(np.array([1.0, -2.0, 3.0]))
+        b = t.leaf(np.array([0.5, 4.0, -1.0]), requires_grad=False)
+        y = t.op("mul", a, b)
+        da, db = t.node(y).backward(np.ones(3))
+        np.testing.assert_array_equal(da, [0.5, 4.0, -1.0])
+        assert db is None
+        t.release()
+        assert t.node(y).backward is None and t.node(y).cleanup is None
+        with pytest.raises(tl.errors.AutogradError, match="released"):
+            t.backward(y)
+
+
 def test_tape_backward_matches_finite_differences():
     t = Tape()
     x = t.leaf(np.array([0.3, -0.7, 1.1]))

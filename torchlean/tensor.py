@@ -24,7 +24,7 @@ from numbers import Number
 
 import numpy as np
 
-from .autograd.tape import Node, Tape, device_of, run_op
+from .autograd.tape import Node, Tape, device_of, forward_op, rule_node
 from .errors import AutogradError, DeviceError, DTypeError, ShapeError, TorchLeanError
 from .kernels import get_kernels
 
@@ -619,8 +619,7 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
     The eager hot path: one pass finds the tape to record on (merging tapes when the
     inputs' computations meet), a second gives each input its node id.
     """
-    needs = tuple([t.requires_grad for t in ts])
-    y, bwd = run_op(name, [t._value for t in ts], attrs, None, needs)
+    y, rule, K, saved = forward_op(name, [t._value for t in ts], attrs)
     out = Tensor.__new__(Tensor)
     out._value = y
     out._tape = None
@@ -632,6 +631,7 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
         tracer(name, ts, attrs, out)
     if not _state.grad_enabled:
         return out
+    needs = tuple([t.requires_grad for t in ts])
     if True not in needs:
         return out
     target = None
@@ -673,7 +673,10 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
             nodes.append(Node(None, t._value, False))
         ids.append(i)
     out._id = len(nodes)
-    nodes.append(Node(name, y, True, tuple(ids), bwd))
+    if rule is not None:
+        nodes.append(rule_node(name, y, tuple(ids), rule, K, saved, needs))
+    else:  # reference mode: the spec's VJP
+        nodes.append(Node(name, y, True, tuple(ids), lambda g, _b=saved: _b(g, needs)))
     out._tape = target
     out.requires_grad = True
     return out

@@ -39,21 +39,57 @@ def device_of(x) -> str:
 
 
 class Node:
-    """One recorded step: name, value, requires_grad, parents, backward, cleanup."""
+    """One recorded step: name, value, requires_grad, parents, backward, cleanup.
 
-    __slots__ = ("name", "value", "requires_grad", "parents", "backward", "cleanup")
+    A node recorded from the op registry keeps its rule, the kernels, what the rule's forward
+    saved and which parents need gradients (``rule``, ``K``, ``saved``, ``needs``) instead of a
+    closure over them: no function is built per op on the eager hot path. ``backward`` reads
+    as the usual ``backward(g) -> contributions`` either way.
+    """
+
+    __slots__ = ("name", "value", "requires_grad", "parents", "_bwd", "cleanup", "rule", "K", "saved", "needs")
 
     def __init__(self, name, value, requires_grad, parents=(), backward=None, cleanup=None):
         self.name = name
         self.value = value
         self.requires_grad = requires_grad
         self.parents = parents
-        self.backward = backward
+        self._bwd = backward
         self.cleanup = cleanup
+        self.rule = None
+
+    @property
+    def backward(self):
+        rule = self.rule
+        if rule is None:
+            return self._bwd
+        K, saved, needs = self.K, self.saved, self.needs
+        return lambda g: rule.backward(K, saved, g, needs)
+
+    @backward.setter
+    def backward(self, fn):
+        self._bwd = fn
+        self.rule = self.K = self.saved = self.needs = None
 
     def __repr__(self):
         shape = getattr(self.value, "shape", None)
         return f"Node({self.name!r}, shape={shape}, parents={list(self.parents)}, requires_grad={self.requires_grad})"
+
+
+def rule_node(name, value, parents, rule, K, saved, needs) -> Node:
+    """A node of registry op ``name`` (requires_grad): its backward is ``rule.backward(K, saved, g, needs)``."""
+    n = Node.__new__(Node)
+    n.name = name
+    n.value = value
+    n.requires_grad = True
+    n.parents = parents
+    n._bwd = None
+    n.cleanup = None
+    n.rule = rule
+    n.K = K
+    n.saved = saved
+    n.needs = needs
+    return n
 
 
 _SHAPE_CACHE: dict = {}   # (name, *input shapes) -> output shape, for ops without attributes
@@ -91,13 +127,12 @@ def _common_device(name, vals) -> str:
     return dev or "cpu"
 
 
-def run_op(name, vals, attrs, fast=None, needs=None):
-    """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
+def forward_op(name, vals, attrs, fast=None):
+    """Shape-check and run op ``name`` on values: ``(y, rule, K, saved)``.
 
-    ``backward(g, needs)`` returns one cotangent per input; when ``needs`` is given
-    here, ``backward(g)`` closes over it instead (one closure on the hot path). In reference mode
-    (``fast_kernels=False``, CPU only) the spec's forward and VJP run instead of
-    the device rule. This is the eager hot path: keep it lean.
+    The backward is ``rule.backward(K, saved, g, needs)``; in reference mode
+    (``fast_kernels=False``, CPU only) ``rule`` is None and ``saved`` is the spec's VJP as a
+    function ``backward(g, needs)``. This is the eager hot path: keep it lean.
     """
     d = _DISPATCH.get(name)
     if d is None:
@@ -134,20 +169,35 @@ def run_op(name, vals, attrs, fast=None, needs=None):
         if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f" and name != "cast":
             y = y.astype(vals[0].dtype)
 
-        def backward(g, needs=needs, _v=vals, _a=attrs):
+        def backward(g, needs, _v=vals, _a=attrs):
             grads = spec.vjp(g, *_v, **_a)
             return tuple(None if (gr is None or not nd) else np.asarray(gr).astype(g.dtype, copy=False)
                          for gr, nd in zip(grads, needs))
+        rule, K, saved = None, None, backward
     else:
         K = _K_CPU[0] if dev == "cpu" else get_kernels(dev)
         y, saved = rule.forward(K, *vals, **attrs)
         if type(y) is not _ndarray and isinstance(y, np.generic):
             y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
-
-        def backward(g, needs=needs, _r=rule, _K=K, _s=saved):
-            return _r.backward(_K, _s, g, needs)
     if y.shape != out_shape and tuple(y.shape) != tuple(out_shape):
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
+    return y, rule, K, saved
+
+
+def run_op(name, vals, attrs, fast=None, needs=None):
+    """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
+
+    ``backward(g, needs)`` returns one cotangent per input; when ``needs`` is given here,
+    ``backward(g)`` uses it. In reference mode (``fast_kernels=False``, CPU only) the spec's
+    forward and VJP run instead of the device rule (see :func:`forward_op`).
+    """
+    y, rule, K, saved = forward_op(name, vals, attrs, fast)
+    if rule is None:
+        def backward(g, needs=needs, _b=saved):
+            return _b(g, needs)
+    else:
+        def backward(g, needs=needs, _r=rule, _K=K, _s=saved):
+            return _r.backward(_K, _s, g, needs)
     return y, backward
 
 
@@ -202,13 +252,15 @@ class Tape:
         """Run registry op ``name`` on the values of nodes ``ids`` and record it."""
         self._check_parents(name, ids)
         vals = [self.nodes[i].value for i in ids]
-        y, bwd = run_op(name, vals, attrs, self.fast_kernels)
+        y, rule, K, saved = forward_op(name, vals, attrs, self.fast_kernels)
         parents = tuple(ids)
         rg = any(self.nodes[p].requires_grad for p in parents)
         if not rg:
             return self._push(Node(name, y, False, parents))
         needs = tuple(self.nodes[p].requires_grad for p in parents)
-        return self._push(Node(name, y, True, parents, lambda g: bwd(g, needs)))
+        if rule is None:
+            return self._push(Node(name, y, True, parents, lambda g, _b=saved: _b(g, needs)))
+        return self._push(rule_node(name, y, parents, rule, K, saved, needs))
 
     def unary(self, op_name, x_id, forward, backward) -> int:
         """Generic unary op: ``forward(x) -> y``, ``backward(x, dy) -> dx``."""
@@ -263,8 +315,9 @@ class Tape:
             if g is None:
                 continue
             node = nodes[i]
-            if node.backward is not None and node.requires_grad:
-                contribs = node.backward(g)
+            if node.requires_grad and (node.rule is not None or node._bwd is not None):
+                rule = node.rule
+                contribs = rule.backward(node.K, node.saved, g, node.needs) if rule is not None else node._bwd(g)
                 for p, c in zip(node.parents, contribs):
                     if c is None or not nodes[p].requires_grad:
                         continue
