@@ -1,7 +1,7 @@
 """Example models: training throughput of each torchlean model vs its PyTorch twin, same process.
 
     python benchmarks/bench_models.py [--device cpu|cuda] [--models mlp,cnn,...] [--runs 10]
-                                      [--against torch|none] [--save]
+                                      [--against torch|none] [--save] [--graph]
     torchlean bench models [--device cuda]
 
 Every model of ``torchlean.models`` has a twin here written with ``torch.nn``: the
@@ -11,7 +11,9 @@ weights, runs a forward pass on the same batch in both (and prints the largest
 difference of the outputs), then times training steps (forward, loss, backward,
 Adam) and prints samples per second of each and the ratio torchlean / torch
 (higher is better for torchlean). Medians over ``--runs`` timed steps after two
-warm-up steps. ``tests/test_models.py`` uses the twins to check forward agreement.
+warm-up steps. With ``--graph`` on cuda the step is also timed captured as a CUDA graph
+(``tl.cuda.capture_step``: forward, loss and backward replayed with one launch, Adam eager),
+against the same eager torch step. ``tests/test_models.py`` uses the twins to check forward agreement.
 """
 
 from __future__ import annotations
@@ -372,7 +374,7 @@ def _median_step(step, n, sync):
     return statistics.median(times)
 
 
-def bench(name, device, steps, against=True):
+def bench(name, device, steps, against=True, graph=False):
     torch = _torch() if against else None
     ours, twin = make_pair(name) if against else (None, None)
     if not against:
@@ -401,6 +403,16 @@ def bench(name, device, steps, against=True):
 
     sync_ours = (lambda: None) if device == "cpu" else (lambda: tl.cuda.synchronize())
     t_ours = _median_step(step_ours, steps, sync_ours)
+    t_graph = None
+    if graph and device == "cuda":
+        captured = tl.cuda.capture_step(lambda a, b: loss_ours(name, ours(a), b), x, y)
+
+        def step_graph():
+            opt.zero_grad()
+            loss = captured(x, y)
+            opt.step()
+            loss.item()
+        t_graph = _median_step(step_graph, steps, sync_ours)
     t_torch = None
     tdev = device if against and (device == "cpu" or torch.cuda.is_available()) else None
     if tdev is not None:
@@ -416,7 +428,7 @@ def bench(name, device, steps, against=True):
             loss.item()
         sync_torch = (lambda: None) if tdev == "cpu" else torch.cuda.synchronize
         t_torch = _median_step(step_torch, steps, sync_torch)
-    return bs, diff, t_ours, t_torch
+    return bs, diff, t_ours, t_torch, t_graph
 
 
 def main(argv=None):
@@ -428,6 +440,8 @@ def main(argv=None):
     ap.add_argument("--against", choices=("torch", "none"), default=None,
                     help="time the torch twins too (default: when torch is installed)")
     ap.add_argument("--save", action="store_true", help="also write the table to benchmarks/results/")
+    ap.add_argument("--graph", action="store_true",
+                    help="on cuda, also time the step captured as a CUDA graph (tl.cuda.capture_step)")
     args = ap.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in EXAMPLES]
@@ -454,14 +468,19 @@ def main(argv=None):
              f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     else:
         emit(f"training step (forward, loss, backward, Adam), torchlean on {args.device}")
+    graph = args.graph and args.device == "cuda"
     emit(f"{'model':<8} {'batch':>5} {'fwd rel diff':>12} {'torchlean samples/s':>20} {'torch samples/s':>16} "
-         f"{'ratio':>6}")
+         f"{'ratio':>6}" + (f" {'captured samples/s':>19} {'ratio':>6}" if graph else ""))
     for name in names:
-        bs, diff, a, b = bench(name, args.device, args.runs, against)
+        bs, diff, a, b, c = bench(name, args.device, args.runs, against, graph)
         d = f"{diff:>12.1e}" if diff is not None else f"{'-':>12}"
         tb = f"{bs / b:>16,.0f}" if b else f"{'-':>16}"
         ratio = f"{b / a:>6.2f}" if b else f"{'-':>6}"
-        emit(f"{name:<8} {bs:>5} {d} {bs / a:>20,.0f} {tb} {ratio}")
+        extra = ""
+        if graph:
+            gratio = f"{b / c:>6.2f}" if b else f"{'-':>6}"
+            extra = f" {bs / c:>19,.0f} {gratio}"
+        emit(f"{name:<8} {bs:>5} {d} {bs / a:>20,.0f} {tb} {ratio}{extra}")
     if args.save:
         out = Path(__file__).resolve().parent / "results" / f"models_{args.device}_{time.strftime('%Y-%m-%d')}.txt"
         out.parent.mkdir(exist_ok=True)

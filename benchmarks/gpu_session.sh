@@ -31,13 +31,13 @@ run_bench() {
 run_layers() {
   timeout 240 python3 benchmarks/bench_layers_cuda.py > "$out/bench_layers_cuda.txt" 2>&1; echo "layers exit $?"
   tail -8 "$out/bench_layers_cuda.txt"
-  timeout 240 python3 benchmarks/bench_models.py --device cuda > "$out/bench_models_cuda.txt" 2>&1; echo "models exit $?"
+  timeout 240 python3 benchmarks/bench_models.py --device cuda --graph > "$out/bench_models_cuda.txt" 2>&1; echo "models exit $?"
   tail -12 "$out/bench_models_cuda.txt"
 }
 
 run_memcheck() {
   timeout 420 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -m cuda -q \
-      -p no:cacheprovider tests/test_cuda_kernels.py > "$out/memcheck.log" 2>&1
+      -p no:cacheprovider tests/test_cuda_kernels.py tests/test_capture.py > "$out/memcheck.log" 2>&1
   echo "memcheck exit $?"
   grep -E "ERROR SUMMARY|passed|failed" "$out/memcheck.log" | tail -3
 }

@@ -3,7 +3,7 @@
     torchlean quickstart [tensors|autograd|mlp] [--steps N] [--device cpu|cuda]
     torchlean check [--device cpu|cuda] [--op PATTERN] [-v]
     torchlean ir check|run|convert FILE ...
-    torchlean train MODEL [--device] [--steps | --epochs] [--batch-size] [--lr] [--seed]
+    torchlean train MODEL [--device] [--steps | --epochs] [--batch-size] [--lr] [--seed] [--eager]
                           [--checkpoint PATH [--resume]] [--plot PNG]
     torchlean bench [SUITE] [--device cpu|cuda] [--against torch|none] [--save]
 
@@ -205,6 +205,8 @@ def _train_args(p):
                    help="save model, optimizer and trainer state here (safetensors + PATH.json)")
     p.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint")
     p.add_argument("--plot", metavar="PNG", help="plot the loss curve to this file (needs matplotlib)")
+    p.add_argument("--eager", action="store_true",
+                   help="on cuda, run every step eagerly instead of replaying a captured CUDA graph")
 
 
 def _train(args) -> int:
@@ -218,6 +220,8 @@ def _train(args) -> int:
     # Only options the user gave are passed on, so a minimal main(model, **base) still works.
     kw.update({k: v for k, v in (("epochs", args.epochs), ("seed", args.seed), ("resume", args.resume))
                if v not in (None, False, 0)})
+    if args.eager:
+        kw["cuda_graph"] = False
     return int(entry(args.model, **kw) or 0)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from .kernels import cuda_available, get_kernels
 
 __all__ = ["is_available", "synchronize", "memory_stats", "reset_peak_memory_stats", "empty_cache",
-           "set_tf32", "tf32_enabled", "device_name"]
+           "set_tf32", "tf32_enabled", "device_name", "capture_step"]
 
 
 def is_available() -> bool:
@@ -82,3 +82,10 @@ def device_name() -> str:
     cupy = _load()
     name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def capture_step(fn, *example_inputs, warmup: int = 2):
+    """Capture a training step's forward, loss and backward as a CUDA graph (see
+    :mod:`torchlean.capture`); returns a :class:`~torchlean.capture.CapturedStep`."""
+    from .capture import capture_step as _capture
+    return _capture(fn, *example_inputs, warmup=warmup)

@@ -198,16 +198,23 @@ class Trainer:
             every ``log_every`` steps), ``"tqdm"``, ``"plain"``, ``"none"``.
         name: the task name recorded in checkpoints (a checkpoint of another task is refused).
         metric: the name of the main entry of ``eval_fn``'s result (for the summary).
+        cuda_graph: on ``"cuda"``, run each step's forward, loss and backward as one captured CUDA
+            graph (:mod:`torchlean.capture`; the optimizer step stays eager). ``"auto"`` (the
+            default) captures on the first step and keeps the eager step if the capture fails (a
+            note says why) or for a batch of another shape; ``True`` raises instead; ``False``
+            runs every step eagerly. Ignored on the CPU.
     """
 
     def __init__(self, model, optimizer, loss_fn, train_loader, eval_fn=None, *, device="cpu",
                  checkpoint=None, steps=None, epochs=None, scheduler=None, eval_every=None,
                  grad_clip=None, progress="auto", log_every=None, name=None, metric=None,
-                 hparams=None):
+                 hparams=None, cuda_graph="auto"):
         if steps is None and epochs is None:
             raise TorchLeanError("Trainer: give steps or epochs")
         if steps is not None and epochs is not None:
             raise TorchLeanError("Trainer: give steps or epochs, not both")
+        if cuda_graph not in ("auto", True, False):
+            raise TorchLeanError(f"Trainer: cuda_graph must be 'auto', True or False, got {cuda_graph!r}")
         if progress not in ("auto", "tqdm", "plain", "none"):
             raise TorchLeanError(f"Trainer: progress must be auto, tqdm, plain or none, got {progress!r}")
         self.model = model
@@ -238,6 +245,9 @@ class Trainer:
         self.history = {"step": [], "loss": [], "eval": []}
         self.train_seconds = 0.0
         self.samples_seen = 0
+        self.cuda_graph = cuda_graph if device == "cuda" else False
+        self._captured = None      # the CapturedStep, once made
+        self.graph_note = None     # why the eager step is used when cuda_graph="auto" could not capture
 
     # -- the loop ------------------------------------------------------------------------------------
     def _epoch_order(self, epoch):
@@ -248,13 +258,36 @@ class Trainer:
         chunk = order[pos * bs:(pos + 1) * bs]
         return next(iter(self.loader._batches(chunk)))
 
+    def _step_fn(self, x, y):
+        return self.loss_fn(self.model(x), y)
+
+    def _captured_step(self, x, y):
+        """The CapturedStep for batches like ``(x, y)``, made on first use; None for the eager step."""
+        if not self.cuda_graph or self.graph_note is not None:
+            return None
+        if self._captured is None:
+            from .capture import capture_step
+            try:
+                self._captured = capture_step(self._step_fn, x, y)
+            except TorchLeanError as e:
+                if self.cuda_graph is True:
+                    raise
+                self.graph_note = f"{type(e).__name__}: {e}"
+                return None
+        return self._captured if self._captured.accepts(x, y) else None
+
     def train_step(self, batch) -> float:
         """One optimizer step on ``batch`` (``(input, target)``); returns the loss."""
         x, y = batch[0], batch[1]
-        out = self.model(x)
-        loss = self.loss_fn(out, y)
-        self.optimizer.zero_grad()
-        loss.backward()
+        step = self._captured_step(x, y)
+        if step is not None:
+            self.optimizer.zero_grad()
+            loss = step(x, y)
+        else:
+            out = self.model(x)
+            loss = self.loss_fn(out, y)
+            self.optimizer.zero_grad()
+            loss.backward()
         if self.grad_clip:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.optimizer.step()
@@ -696,7 +729,7 @@ TASKS = {
 
 
 def build_task(name, *, device="cpu", steps=None, epochs=None, batch_size=None, lr=None, seed=0,
-               checkpoint=None, progress="auto", build=None):
+               checkpoint=None, progress="auto", build=None, cuda_graph="auto"):
     """A ready :class:`Trainer` for one of :data:`TASKS` (the model is initialised from ``seed``).
 
     ``build`` replaces the task's builder (e.g. ``text_task("gpt", n_embd=32)`` for a smaller model).
@@ -723,7 +756,8 @@ def build_task(name, *, device="cpu", steps=None, epochs=None, batch_size=None, 
     hp = {"batch_size": bs, "lr": lr, "seed": int(seed)}
     trainer = Trainer(model, opt, parts["loss_fn"], parts["loader"], parts["eval_fn"], device=device,
                       checkpoint=checkpoint, steps=steps, epochs=epochs, grad_clip=spec.grad_clip,
-                      progress=progress, name=name, metric=spec.metric, eval_every=eval_every, hparams=hp)
+                      progress=progress, name=name, metric=spec.metric, eval_every=eval_every, hparams=hp,
+                      cuda_graph=cuda_graph)
     trainer.baseline = parts.get("baseline")
     return trainer
 
@@ -774,7 +808,7 @@ def _format_metric(metric, value):
 
 
 def main(model, *, device="cpu", steps=None, batch_size=None, lr=None, checkpoint=None, plot=None,
-         epochs=None, seed=0, resume=False, progress="auto", out=None) -> int:
+         epochs=None, seed=0, resume=False, progress="auto", out=None, cuda_graph="auto") -> int:
     """``torchlean train MODEL``: train one of :data:`TASKS`, print a summary; returns 0.
 
     ``resume=True`` continues from ``checkpoint`` (the run's settings must match the
@@ -792,7 +826,7 @@ def main(model, *, device="cpu", steps=None, batch_size=None, lr=None, checkpoin
             raise BackendUnavailableError("--plot needs matplotlib: pip install matplotlib") from e
     t0 = time.perf_counter()
     trainer = build_task(model, device=device, steps=steps, epochs=epochs, batch_size=batch_size, lr=lr,
-                         seed=seed, checkpoint=checkpoint, progress=progress)
+                         seed=seed, checkpoint=checkpoint, progress=progress, cuda_graph=cuda_graph)
     spec = TASKS[model]
     if resume:
         tr = trainer.load_checkpoint(checkpoint)
@@ -815,6 +849,8 @@ def main(model, *, device="cpu", steps=None, batch_size=None, lr=None, checkpoin
         line += f" (unigram baseline {trainer.baseline:.4f})"
     line += (f", goal {spec.goal}; {trainer.step} steps in {wall:.1f} s, "
              f"{trainer.throughput:,.0f} samples/s")
+    if trainer.cuda_graph:
+        line += " (eager steps: " + trainer.graph_note + ")" if trainer.graph_note else " (captured CUDA graph steps)"
     if plot:
         plot_history(trainer.history, plot, title=f"{model} on {spec.data}", metric=m,
                      baseline=getattr(trainer, "baseline", None))

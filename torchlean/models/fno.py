@@ -37,16 +37,30 @@ class FNO1d(nn.Module):
         self.proj1 = nn.Linear(width, hidden)
         self.proj2 = nn.Linear(hidden, 1)
 
+    def _coords(self, u):
+        """The grid coordinates ``i / grid`` as an ``(N, grid, 1)`` constant on ``u``'s device.
+
+        Kept per shape, dtype and device: a GPU copy made at every call would be an upload from
+        host memory, which makes the host wait for the GPU at every step."""
+        n, grid = u.shape[0], u.shape[1]
+        key = (n, grid, u.dtype.str, u.device)
+        cache = self.__dict__.setdefault("_coords_cache", {})
+        x = cache.get(key)
+        if x is None:
+            coords = np.broadcast_to((np.arange(grid) / grid).astype(u.dtype)[None, :, None], (n, grid, 1))
+            x = Tensor(np.ascontiguousarray(coords))
+            if u.device != "cpu":
+                x = x.to(device=u.device)
+            if len(cache) >= 8:
+                cache.clear()
+            cache[key] = x
+        return x
+
     def forward(self, u):
         squeeze = u.ndim == 2
         if squeeze:
             u = u.unsqueeze(-1)                        # (N, grid, 1)
-        n, grid = u.shape[0], u.shape[1]
-        coords = np.broadcast_to((np.arange(grid) / grid).astype(u.dtype)[None, :, None], (n, grid, 1))
-        x = Tensor(np.ascontiguousarray(coords))
-        if u.device != "cpu":
-            x = x.to(device=u.device)
-        v = self.lift(cat([u, x], dim=-1))
+        v = self.lift(cat([u, self._coords(u)], dim=-1))
         last = len(self.spectral) - 1
         for i, (sc, pw) in enumerate(zip(self.spectral, self.pointwise)):
             v = sc(v) + pw(v)
