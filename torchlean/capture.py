@@ -40,6 +40,9 @@ What a captured step promises, and what it needs:
   breaks this raises DeviceError when it is captured.
 * The warm-up and capture are real forward passes: state that a forward updates in place
   (batch-norm running statistics) moves as if three more steps had run.
+* Not capturable yet: batch norm's backward (an ``einsum`` through CuPy's cuBLAS, which refuses
+  a capturing stream) and pooling (index arrays uploaded at every call), so the trainer runs
+  the example CNN and ResNet eagerly.
 * After a call each parameter's ``.grad`` holds that call's gradient, added to a gradient
   already there as ``backward()`` would. Fresh gradients are the graph's own buffers, which the
   next call overwrites; the returned loss is a copy.
@@ -115,7 +118,10 @@ class CapturedStep:
                 except Exception:  # noqa: BLE001 - the capture is already invalid; report the first cause
                     pass
                 self._restore_user_grads()
-                raise self._error("the capture", e) from e
+                err = self._error("the capture", e)
+                if err is e:
+                    raise
+                raise err from e
             try:
                 self.graph = self.stream.end_capture()
             except Exception as e:
@@ -135,8 +141,9 @@ class CapturedStep:
     # -- capture ---------------------------------------------------------------------------------
     @staticmethod
     def _error(what, e):
-        if isinstance(e, TorchLeanError) and not isinstance(e, DeviceError):
-            return e
+        if not isinstance(e, Exception) or (isinstance(e, TorchLeanError) and (
+                not isinstance(e, DeviceError) or str(e).startswith("capture_step:"))):
+            return e  # an interrupt, a user error, or one already explained
         return DeviceError(f"capture_step: {what} failed ({type(e).__name__}: {e}). Every op of a captured "
                            f"step must run without host transfers or synchronisation (.item(), .numpy(), "
                            f"value-dependent control flow); run this step eagerly")
@@ -172,7 +179,7 @@ class CapturedStep:
         except TorchLeanError:
             self._restore_user_grads()
             raise
-        except Exception as e:
+        except Exception as e:  # a CUDA or CuPy error: say what a captured step may not do
             self._restore_user_grads()
             raise self._error(what, e) from e
         return loss, params, grads
