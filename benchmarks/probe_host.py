@@ -216,18 +216,14 @@ def main():
     rows.append(("torch a * b, recorded", idle_us(lambda: ta * tb, tsync), queued_us(lambda: ta * tb, tsync)))
     rows.append(("torch a.relu(), recorded", idle_us(lambda: ta.relu(), tsync), queued_us(lambda: ta.relu(), tsync)))
 
-    # the benchmark's chain, gc on and off
+    # the benchmark's chain (bench_cuda_train.tiny_chain), gc on and off
+    from bench_cuda_train import tiny_chain
+
     def chain_tl():
-        z = a
-        for _ in range(25):
-            z = (z * b + a).relu()
-        return z
+        return tiny_chain(a, b)
 
     def chain_t():
-        z = ta
-        for _ in range(25):
-            z = (z * tb + ta).relu()
-        return z
+        return tiny_chain(ta, tb)
     rows.append(("chain per op, torchlean", idle_us(chain_tl, sync, 100) / 75, queued_us(chain_tl, sync, 200) / 75))
     rows.append(("chain per op, torch", idle_us(chain_t, tsync, 100) / 75, queued_us(chain_t, tsync, 200) / 75))
     gc.disable()
