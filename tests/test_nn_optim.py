@@ -221,6 +221,27 @@ def test_recorded_node_backward_is_callable_and_released():
             t.backward(y)
 
 
+def test_recorded_tape_layout_with_leaves_constants_and_a_second_tape():
+    """The eager recorder gives leaves one node per tape, constants a value node each, parents in
+    input order, and merges the tape of a second computation when the two meet; gradients agree."""
+    x = tl.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    w = tl.tensor([0.5, 4.0, -1.0], requires_grad=True)
+    c = tl.tensor([2.0, 2.0, 2.0])                       # a constant
+    z = (x * c + x).relu()                               # x * c: leaf, constant; + x: same leaf again
+    tape = z._tape
+    names = [n.name for n in tape.nodes]
+    assert names == [None, None, "mul", "add", "relu"]
+    assert [n.requires_grad for n in tape.nodes[:2]] == [True, False]
+    assert tape.nodes[2].parents == (0, 1) and tape.nodes[3].parents == (2, 0)
+    other = w * w                                        # a second tape
+    assert other._tape is not tape
+    out = (z * other).sum()                              # the tapes meet: one absorbs the other
+    out.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3 * 0.25, 0.0, 3 * 1.0])
+    np.testing.assert_allclose(w.grad.numpy(), [2 * 0.5 * 3.0, 0.0, 2 * -1.0 * 9.0])
+    assert c.grad is None
+
+
 def test_tape_backward_matches_finite_differences():
     t = Tape()
     x = t.leaf(np.array([0.3, -0.7, 1.1]))

@@ -613,6 +613,12 @@ def _wrap(y) -> Tensor:
 _TRACER: list = [None]
 
 
+def _constant_id(nodes: list, t: Tensor) -> int:
+    """A node for an input that needs no gradient (its value only)."""
+    nodes.append(Node(None, t._value, False))
+    return len(nodes) - 1
+
+
 def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
     """Run op ``name`` on tensors ``ts`` and record it when any input requires grad.
 
@@ -631,6 +637,36 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
         tracer(name, ts, attrs, out)
     if not _state.grad_enabled:
         return out
+    if rule is not None and 0 < len(ts) <= 2:
+        # The common case first: the inputs are on one live tape (or are leaves and constants,
+        # which are on none), so no tape is merged or opened.
+        a = ts[0]
+        b = ts[1] if len(ts) == 2 else None
+        tape = a._tape
+        if tape is None and b is not None:
+            tape = b._tape
+        if tape is not None and tape.merged_into is None and not tape.released and \
+                (b is None or b._tape is None or b._tape is tape) and (a._tape is None or a._tape is tape):
+            ra = a.requires_grad
+            rb = b is not None and b.requires_grad
+            if not (ra or rb):
+                return out
+            nodes = tape.nodes
+            ia = a._id if a._tape is not None else (tape.leaf_of.get(id(a)) if ra else None)
+            if ia is None:
+                ia = tape.leaf_id(a) if ra else _constant_id(nodes, a)
+            if b is None:
+                parents, needs = (ia,), (ra,)
+            else:
+                ib = b._id if b._tape is not None else (tape.leaf_of.get(id(b)) if rb else None)
+                if ib is None:
+                    ib = tape.leaf_id(b) if rb else _constant_id(nodes, b)
+                parents, needs = (ia, ib), (ra, rb)
+            out._id = len(nodes)
+            nodes.append(rule_node(name, y, parents, rule, K, saved, needs))
+            out._tape = tape
+            out.requires_grad = True
+            return out
     needs = tuple([t.requires_grad for t in ts])
     if True not in needs:
         return out

@@ -94,7 +94,6 @@ def rule_node(name, value, parents, rule, K, saved, needs) -> Node:
 
 _SHAPE_CACHE: dict = {}   # (name, *input shapes) -> output shape, for ops without attributes
 _DISPATCH: dict = {}      # name -> (spec, rule, arity, shape rule)
-_K_CPU: list = []
 
 
 def _dispatch(name):
@@ -104,13 +103,19 @@ def _dispatch(name):
     rule = RULES.get(name)
     if rule is None:
         raise TorchLeanError(f"{name}: no runtime rule registered")
-    if not _K_CPU:
-        _K_CPU.append(get_kernels("cpu"))
     d = _DISPATCH[name] = (spec, rule, spec.arity, spec.shape)
     return d
 
 
 _DEVICE_OF_TYPE: dict = {}  # array type -> device (device_of depends on the type alone)
+
+
+_K_OF: dict = {}  # device -> its kernel surface (get_kernels without the call)
+
+
+def _kernels_of(dev):
+    K = _K_OF[dev] = get_kernels(dev)
+    return K
 
 
 def _common_device(name, vals) -> str:
@@ -140,11 +145,16 @@ def forward_op(name, vals, attrs, fast=None):
     spec, rule, arity, shape_rule = d
     if arity >= 0 and len(vals) != arity:
         raise TorchLeanError(f"{name}: expects {arity} array input(s), got {len(vals)}")
-    dev = "cpu"
+    # One device lookup by the first value's type; values of mixed types take the full check.
+    tv = type(vals[0]) if vals else _ndarray
     for v in vals:
-        if type(v) is not _ndarray:
+        if type(v) is not tv:
             dev = _common_device(name, vals)
             break
+    else:
+        dev = _DEVICE_OF_TYPE.get(tv)
+        if dev is None:
+            dev = _DEVICE_OF_TYPE[tv] = device_of(vals[0]) if vals else "cpu"
     if attrs:
         try:
             out_shape = shape_rule(*[v.shape for v in vals], **attrs)
@@ -175,9 +185,9 @@ def forward_op(name, vals, attrs, fast=None):
                          for gr, nd in zip(grads, needs))
         rule, K, saved = None, None, backward
     else:
-        K = _K_CPU[0] if dev == "cpu" else get_kernels(dev)
-        y, saved = rule.forward(K, *vals, **attrs)
-        if type(y) is not _ndarray and isinstance(y, np.generic):
+        K = _K_OF.get(dev) or _kernels_of(dev)
+        y, saved = rule.forward(K, *vals, **attrs) if attrs else rule.forward(K, *vals)
+        if type(y) is not tv and type(y) is not _ndarray and isinstance(y, np.generic):
             y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
     if y.shape != out_shape and tuple(y.shape) != tuple(out_shape):
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
