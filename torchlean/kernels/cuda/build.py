@@ -8,6 +8,7 @@ source rather than ``#include``-d, so that an edit to it changes that key.
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 from pathlib import Path
@@ -72,7 +73,7 @@ NAMES: dict[str, list[str]] = {
               + [f"{k}<{t}>" for k in ("nll_fwd_kernel", "nll_scale_kernel", "nll_bwd_kernel") for t in FLOATS]),
     "spectral": ([f"spectral_mix<{t}, {a}>" for t in FLOATS for a in ("false", "true")]
                  + [f"{k}<{t}>" for k in ("spectral_dw", "spectral_finish") for t in FLOATS]),
-    "attention": [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv", "ft_fwd", "ft_bwd_dq", "ft_bwd_kv")
+    "attention": ["fa_delta"] + [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv", "ft_fwd", "ft_bwd_dq", "ft_bwd_kv")
                   for dm in (64, 128)],
     "conv": ([f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in FLOATS for d in range(1, 9)]
              + [f"bias_add_k<{t}>" for t in FLOATS]),
@@ -122,9 +123,11 @@ def blocks(n: int, per_block: int) -> int:
     return (n + per_block - 1) // per_block
 
 
-# Launches go straight to cuLaunchKernel with the arguments packed into one buffer
-# (CU_LAUNCH_PARAM_BUFFER_POINTER): CuPy's generic launch converts every scalar argument
-# through a temporary NumPy object, which is most of the host time of a small kernel.
+# Launches go straight to cuLaunchKernel with the arguments packed into one buffer and an
+# array of pointers into it (kernelParams): CuPy's generic launch converts every scalar argument
+# through a temporary NumPy object, which is most of the host time of a small kernel, and the
+# driver reads kernelParams faster than a packed CU_LAUNCH_PARAM_BUFFER_POINTER buffer (about
+# 1 us less per launch on an H100 host, benchmarks/probe_host.py).
 _NDARRAY = cupy.ndarray
 _CODES = {_NDARRAY: "P", type(None): "P", np.int64: "q", np.int32: "i", np.uint64: "Q", np.float32: "f",
           np.float64: "d", bytes: None}
@@ -140,17 +143,21 @@ except (ImportError, AttributeError):  # a CuPy without the driver binding: its 
 
 
 class _Packer:
-    """Argument buffer of one signature: a struct layout and the ``extra`` array cuLaunchKernel reads."""
+    """Argument buffer of one signature: a struct layout (native alignment) and the kernelParams
+    array of cuLaunchKernel, one pointer to each argument's place in the buffer."""
 
-    __slots__ = ("st", "buf", "extra", "size", "ptr")
+    __slots__ = ("st", "buf", "params", "ptr")
 
     def __init__(self, fmt):
         self.st = struct.Struct("@" + fmt)
         self.buf = np.zeros(max(self.st.size, 8), dtype=np.uint8)
-        self.size = np.array([self.st.size], dtype=np.uint64)
-        # CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END
-        self.extra = np.array([1, self.buf.ctypes.data, 2, self.size.ctypes.data, 0], dtype=np.uint64)
-        self.ptr = self.extra.ctypes.data
+        codes = re.findall(r"\d*[a-zA-Z?]", fmt)
+        base = self.buf.ctypes.data
+        # an argument's offset: the aligned size of everything up to it, less its own size
+        offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize("@" + c)
+                   for i, c in enumerate(codes)]
+        self.params = np.array([base + o for o in offsets] or [0], dtype=np.uint64)
+        self.ptr = self.params.ctypes.data
 
 
 def _packer(key, args):
@@ -209,7 +216,7 @@ def launch_function(f, grid, block, args, key=None, shared_mem: int = 0) -> None
                                            for a in args])
                 _launch_kernel(h, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
                                block[0], block[1] if len(block) > 1 else 1, block[2] if len(block) > 2 else 1,
-                               shared_mem, _current_stream().ptr, 0, p.ptr)
+                               shared_mem, _current_stream().ptr, p.ptr, 0)
                 return
             except Exception:  # a CuPy whose binding differs: its own launch from now on (it raises real errors)
                 FAST_LAUNCH = False
@@ -234,20 +241,21 @@ class Launcher:
     returns); another thread takes :func:`launch_function`'s per-thread buffers.
     """
 
-    __slots__ = ("f", "fmt", "h", "p", "st", "buf", "ptr", "tid")
+    __slots__ = ("f", "fmt", "h", "p", "st", "buf", "ptr", "tid", "smem")
 
-    def __init__(self, f, fmt: str):
+    def __init__(self, f, fmt: str, shared_mem: int = 0):
         self.f = f
         self.fmt = fmt
+        self.smem = shared_mem  # dynamic shared memory of a block, bytes (fixed per launcher)
         self.h = _handle(f) if FAST_LAUNCH else 0
-        self.p = _Packer(fmt)  # owns the buffer and the size that ``ptr`` points at
+        self.p = _Packer(fmt)  # owns the buffer and the pointer array that ``ptr`` points at
         self.st, self.buf, self.ptr = self.p.st, self.p.buf, self.p.ptr
         self.tid = _get_ident()
 
     def __call__(self, n_blocks: int, threads: int, *vals) -> None:
         if self.h and _get_ident() == self.tid:
             self.st.pack_into(self.buf, 0, *vals)
-            _launch_kernel(self.h, n_blocks, 1, 1, threads, 1, 1, 0, _current_stream().ptr, 0, self.ptr)
+            _launch_kernel(self.h, n_blocks, 1, 1, threads, 1, 1, self.smem, _current_stream().ptr, self.ptr, 0)
         else:
             self._typed_launch(n_blocks, threads, vals)
 
@@ -255,9 +263,9 @@ class Launcher:
         # Another thread, or no direct launch: the general path with NumPy-typed scalars.
         args = tuple(_TYPED[c](v) for c, v in zip(self.fmt, vals))
         if FAST_LAUNCH and self.h:
-            launch_function(self.f, (n_blocks,), (threads,), args)
+            launch_function(self.f, (n_blocks,), (threads,), args, shared_mem=self.smem)
         else:
-            self.f((n_blocks,), (threads,), args)
+            self.f((n_blocks,), (threads,), args, shared_mem=self.smem)
 
 
 def launch(module: str, name: str, n_blocks, threads, args) -> None:
