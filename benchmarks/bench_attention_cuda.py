@@ -5,7 +5,7 @@ Batch 8 x 16 heads, d 64, n 512 / 2048 / 4096; TF32 off. Prints median ms (CUDA 
 the achieved TFLOP/s (forward 4 b n^2 d flops; the backward counts 7 n^2 d per head, its
 recomputed logits included) and the largest differences from torch of the output and the
 gradients, for the tensor-core (3xTF32) kernels and, with ``--fma``, the float32 FMA kernels
-too. Not a test.
+too. The tensor-core backward is also timed with its two kernels on one stream. Not a test.
 """
 
 from __future__ import annotations
@@ -50,11 +50,18 @@ def main(argv=None):
             tf = event_median_ms(lambda: K.flash_attention_fwd(q, k, v, None, 0.125, False), 10, 2, sync)
             tb = event_median_ms(lambda: K.flash_attention_bwd(q, k, v, None, out, lse, g, 0.125, False), 10, 2,
                                  sync)
+            seq = ""
+            if force is None:  # the backward's two kernels one after the other, for comparison
+                attention.CONCURRENT_BWD = False
+                ts = event_median_ms(lambda: K.flash_attention_bwd(q, k, v, None, out, lse, g, 0.125, False), 10,
+                                     2, sync)
+                attention.CONCURRENT_BWD = True
+                seq = f" (one stream {ts:.2f} ms, {ts / tfb:.2f}x)"
             errs = [float(cupy.abs(a.reshape(8, 16, n, d) - cupy.asarray(w)).max()) / max(float(w.abs().max()), 1e-30)
                     for a, w in zip([out] + list(grads), want)]
             kind = "fma" if force is False else "tc "
             print(f"n{n} {kind}: fwd {tf:.2f} ms ({fl / tf / 1e9:.1f} TF/s) torch {tff:.2f} ({tf / tff:.2f}x) | "
-                  f"bwd {tb:.2f} ms ({3.5 * fl / tb / 1e9:.1f} TF/s) torch {tfb:.2f} ({tb / tfb:.2f}x) | "
+                  f"bwd {tb:.2f} ms ({3.5 * fl / tb / 1e9:.1f} TF/s) torch {tfb:.2f} ({tb / tfb:.2f}x){seq} | "
                   f"max rel err out/dq/dk/dv vs torch " + " ".join(f"{x:.1e}" for x in errs), flush=True)
         attention.FORCE_TENSOR_CORES = None
 

@@ -1141,6 +1141,30 @@ def test_flash_attention_native_deterministic(K, rng):
         assert np.array_equal(a, b)
 
 
+def test_flash_attention_two_streams_match_one(K, rng, monkeypatch):
+    """The backward's dq and dk/dv kernels on two streams give exactly what one stream gives, also
+    on a stream of the caller's whose inputs were written just before (the side stream waits for
+    them, and the caller's stream for the side stream's results)."""
+    import cupy
+    from torchlean.kernels.cuda import attention
+    q, k, v, g = (rand(rng, (3, 333, 64), np.float32, -1, 1) for _ in range(4))
+    res = {}
+    for concurrent in (False, True):
+        monkeypatch.setattr(attention, "CONCURRENT_BWD", concurrent)
+        with cupy.cuda.Stream(non_blocking=True) as s:
+            args = [dev(K, a) * 1.0 for a in (q, k, v)]  # written on s just before the backward reads them
+            out, lse = K.flash_attention_fwd(*args, None, 0.125, False)
+            grads = K.flash_attention_bwd(*args, None, out, lse, dev(K, g) * 1.0, 0.125, False)
+            doubled = [t * 2 for t in grads]               # read on s right after
+            s.synchronize()
+        res[concurrent] = [host(K, t) for t in list(grads) + doubled]
+    for a, b in zip(res[False], res[True]):
+        assert np.array_equal(a, b)
+    _, _, (dq_w, dk_w, dv_w) = _fa_reference(q, k, v, None, 0.125, False, g)
+    for got, want in zip(res[True][:3], (dq_w, dk_w, dv_w)):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
 def test_flash_attention_tensor_cores_match_fma(K, rng, monkeypatch):
     """The 3xTF32 products are float32-accurate: the two kernel families agree to float32 rounding,
     also for logits of about 100, where TF32 alone (10-bit mantissa) would move them by about 0.1."""

@@ -411,6 +411,9 @@ def _attention_shapes(op, q, k, v):
         raise ShapeError(f"{op}: query {q.shape} and key {k.shape} have different embedding dims")
     if v.shape[-2] != S:
         raise ShapeError(f"{op}: key {k.shape} and value {v.shape} have different lengths")
+    lead = q.shape[:-2]
+    if k.shape[:-2] == lead == v.shape[:-2]:
+        return lead, L, S, E, v.shape[-1]
     try:
         lead = tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
     except ValueError:
@@ -476,8 +479,9 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
     if allowed is not None:
         attrs["mask"] = _bcast_mask(op, allowed, full + (L, S))
         attrs["hard"] = True
-    out = _apply("flash_attention", (q.broadcast_to(full + (L, E)), k.broadcast_to(full + (S, E)),
-                                     v.broadcast_to(full + (S, Ev))), attrs)
+    if q.shape[:-2] != full or k.shape[:-2] != full or v.shape[:-2] != full:
+        q, k, v = q.broadcast_to(full + (L, E)), k.broadcast_to(full + (S, E)), v.broadcast_to(full + (S, Ev))
+    out = _apply("flash_attention", (q, k, v), attrs)
     return (out if lead else out.reshape(L, Ev)), None
 
 

@@ -138,7 +138,9 @@ def _fa_fwd(K, q, k, v, *, scale=None, mask=None, hard=False):
     lead, n, m_ = q.shape[:-2], q.shape[-2], k.shape[-2]
     if len(lead) != 1:  # the kernels take one batch axis: fold the others into it (views)
         B = math.prod(lead)
-        q, k, v = (K.ascontiguous(t).reshape(B, *t.shape[-2:]) for t in (q, k, v))
+        q = K.ascontiguous(q).reshape(B, n, q.shape[-1])
+        k = K.ascontiguous(k).reshape(B, m_, k.shape[-1])
+        v = K.ascontiguous(v).reshape(B, m_, v.shape[-1])
         if mask is not None:
             mask = mask.reshape(B, n, m_)
     m = _dev_mask(K, mask)

@@ -1,5 +1,7 @@
 """Native flash attention on CUDA (``src/attention.cu``): one tiled online-softmax forward
-kernel, and a backward of two kernels (dq per query tile, dk/dv per key tile), float32.
+kernel, and a backward of two kernels (dq per query tile, dk/dv per key tile), float32. On
+tensor cores the backward first computes delta = rowsum(dO * O) on its own, and the two kernels
+then run at once on two streams (:data:`CONCURRENT_BWD`).
 
 Device memory is O(n): the forward keeps the row log-sum-exp and nothing of size n x m. The
 semantics are those of :func:`torchlean.kernels.host_nn.flash_attention_fwd` (soft fill -1000,
@@ -18,8 +20,11 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from .build import function, launch_function
+from .build import Launcher, function
 from .core import _contig, _dev
+
+_ND = cupy.ndarray
+_F32 = np.dtype(np.float32)
 from .ported import twin
 
 _TILE = 64           # columns per tile (FA_T in the source)
@@ -88,56 +93,66 @@ def _variant(dm: int):
     return found
 
 
+# Argument layouts (struct formats) of the kernels: pointers, the mask's strides (int64), then
+# n, m, d, e, scale, hard and the tile count. The FMA family's dq kernel also takes ``out`` and
+# writes delta; the tensor-core one reads delta from fa_delta.
+_FORMATS = {("fwd", False): "PPPPqqqPPiiiifii", ("fwd", True): "PPPPqqqPPiiiifii",
+            ("dq", False): "PPPPqqqPPPPPiiiifii", ("dq", True): "PPPPqqqPPPPiiiifii",
+            ("kv", False): "PPPPqqqPPPPPiiiifii", ("kv", True): "PPPPqqqPPPPPiiiifii"}
+
+
 def _kernel(kind: str, dm: int, tc: bool):
-    """The compiled kernel, its dynamic shared memory limit raised (above 48 KiB) once."""
+    """The compiled kernel as a fixed-layout launcher, its dynamic shared memory limit raised
+    (above 48 KiB) once."""
     key = (kind, dm, tc)
     f = _READY.get(key)
     if f is None:
-        f = function("attention", f"{_NAMES[tc][kind]}<{dm}>")
-        f.max_dynamic_shared_size_bytes = _smem(kind, dm, tc)
-        _READY[key] = f
+        fn = function("attention", f"{_NAMES[tc][kind]}<{dm}>")
+        fn.max_dynamic_shared_size_bytes = _smem(kind, dm, tc)
+        f = _READY[key] = Launcher(fn, _FORMATS[(kind, tc)], _smem(kind, dm, tc))
     return f
 
 
+_NO_MASK = (0, 0, 0, 0)
+
+
 def _mask_args(mask, shape):
-    """(pointer-or-0, batch stride, row stride, column stride) of a 0/1 mask broadcast to ``shape``."""
+    """(pointer or 0, batch stride, row stride, column stride) of a 0/1 mask broadcast to ``shape``,
+    and the device array that must stay alive until the launch."""
     if mask is None:
-        return (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+        return _NO_MASK, None
     mk = _dev(mask)
     if mk.dtype != np.bool_:
         mk = mk != 0
     mk = cupy.broadcast_to(mk, shape)
-    return (mk,) + tuple(np.int64(s) for s in mk.strides)  # bool: byte strides are element strides
+    return (mk.data.ptr,) + tuple(mk.strides), mk  # bool: byte strides are element strides
 
 
 def _padded(x, width=None):
     """``x`` C-contiguous, 16-byte aligned, its last axis zero-padded to a multiple of 4 (or to
     ``width``): the kernels move rows as float4."""
-    x = _dev(x)
+    if type(x) is not _ND:
+        x = _dev(x)
     w = x.shape[-1]
-    want = width if width is not None else -(-w // 4) * 4
+    want = width if width is not None else (w + 3) & ~3
     if want != w:
         out = cupy.zeros(x.shape[:-1] + (want,), dtype=x.dtype)
         out[..., :w] = x
         return out
-    x = _contig(x)
+    if not x._c_contiguous:
+        x = cupy.ascontiguousarray(x)
     return x if x.data.ptr % 16 == 0 else x.copy()
-
-
-def _prep(q, k, v):
-    return _padded(q), _padded(k), _padded(v)
 
 
 def _unpad(x, w):
     return x if x.shape[-1] == w else _contig(x[..., :w])
 
 
-def _launch(kind, variant, B, rows, args):
-    """One block per (batch, tile of the kernel's rows); ``args`` end before the tile count."""
-    dm, tc = variant
-    tiles = -(-rows // _TILE)
-    launch_function(_kernel(kind, dm, tc), (tiles * B,), (_THREADS[tc],), args + (np.int32(tiles),),
-                    shared_mem=_smem(kind, dm, tc))
+def _launch(kind, variant, B, rows, *args):
+    """One block per (batch, tile of the kernel's rows); ``args`` (pointers and numbers) end
+    before the tile count."""
+    tiles = (rows + _TILE - 1) // _TILE
+    _kernel(kind, *variant)(tiles * B, _THREADS[variant[1]], *args, tiles)
 
 
 def flash_attention_fwd(q, k, v, mask, scale, hard):
@@ -145,15 +160,30 @@ def flash_attention_fwd(q, k, v, mask, scale, hard):
     if var is None:
         return _ported().flash_attention_fwd(q, k, v, mask, scale, hard)
     e0 = v.shape[2]
-    q, k, v = _prep(q, k, v)
+    q, k, v = _padded(q), _padded(k), _padded(v)
     B, n, d = q.shape
     m, e = k.shape[1], v.shape[2]
-    mk = _mask_args(mask, (B, n, m))
-    out = cupy.empty((B, n, e), dtype=np.float32)
-    lse = cupy.empty((B, n), dtype=np.float32)
-    _launch("fwd", var, B, n, (q, k, v) + mk + (out, lse, np.int32(n), np.int32(m), np.int32(d), np.int32(e),
-                                                np.float32(scale), np.int32(bool(hard))))
+    mk, _keep = _mask_args(mask, (B, n, m))
+    out = _ND((B, n, e), _F32)
+    lse = _ND((B, n), _F32)
+    _launch("fwd", var, B, n, q.data.ptr, k.data.ptr, v.data.ptr, *mk, out.data.ptr, lse.data.ptr, n, m, d, e,
+            scale, int(bool(hard)))
     return _unpad(out, e0), lse
+
+
+#: Run the tensor-core backward's dq and dk/dv kernels on two streams at once (tests and
+#: benchmarks turn it off to compare): a multiprocessor then holds a block of each, whose
+#: loads and products fall at different times, where two blocks of one kernel step in unison.
+CONCURRENT_BWD = True
+_SIDE: dict = {}  # device -> (side stream, fork event, join event)
+
+
+def _side(dev: int):
+    s = _SIDE.get(dev)
+    if s is None:
+        s = _SIDE[dev] = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Event(disable_timing=True),
+                          cupy.cuda.Event(disable_timing=True))
+    return s
 
 
 def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
@@ -161,24 +191,57 @@ def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
     if var is None:
         return _ported().flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)
     d0, e0 = q.shape[2], v.shape[2]
-    q, k, v = _prep(q, k, v)
+    q, k, v = _padded(q), _padded(k), _padded(v)
     B, n, d = q.shape
     m, e = k.shape[1], v.shape[2]
     out = _padded(_dev(out).astype(np.float32, copy=False), e)
     lse = _contig(_dev(lse).astype(np.float32, copy=False))
-    g = _padded(cupy.broadcast_to(_dev(g), (B, n, e0)).astype(np.float32, copy=False), e)
-    mk = _mask_args(mask, (B, n, m))
-    dq = cupy.empty_like(q)
-    delta = cupy.empty((B, n), dtype=np.float32)
-    tail = (np.int32(n), np.int32(m), np.int32(d), np.int32(e), np.float32(scale), np.int32(bool(hard)))
-    # dq first: it also writes delta = rowsum(g * out), which the dk/dv kernel reads.
-    _launch("dq", var, B, n, (q, k, v) + mk + (out, lse, g, dq, delta) + tail)
+    g = _dev(g)
+    if g.shape != (B, n, e0):
+        g = cupy.broadcast_to(g, (B, n, e0))
+    g = _padded(g.astype(np.float32, copy=False), e)
+    mk, _keep = _mask_args(mask, (B, n, m))
+    dq = _ND(q.shape, _F32)
+    delta = _ND((B, n), _F32)
+    qkv = (q.data.ptr, k.data.ptr, v.data.ptr) + mk
+    tail = (n, m, d, e, scale, int(bool(hard)))
+    dk = dv = None
+    if want_kv:
+        dk = _ND(k.shape, _F32)
+        dv = _ND(v.shape, _F32)
+        kv_args = qkv + (lse.data.ptr, delta.data.ptr, g.data.ptr, dk.data.ptr, dv.data.ptr) + tail
+    if not var[1]:  # FMA kernels: dq first, it also writes delta = rowsum(g * out) for the dk/dv kernel
+        _launch("dq", var, B, n, *qkv, out.data.ptr, lse.data.ptr, g.data.ptr, dq.data.ptr, delta.data.ptr, *tail)
+        if want_kv:
+            _launch("kv", var, B, m, *kv_args)
+    else:
+        rows = B * n
+        _delta_kernel()((rows + 7) // 8, 256, out.data.ptr, g.data.ptr, delta.data.ptr, rows, e)
+        dq_args = qkv + (lse.data.ptr, delta.data.ptr, g.data.ptr, dq.data.ptr) + tail
+        if want_kv and CONCURRENT_BWD:
+            main = cupy.cuda.get_current_stream()
+            side, fork, join = _side(q.device.id)
+            fork.record(main)
+            side.wait_event(fork)
+            with side:
+                _launch("kv", var, B, m, *kv_args)
+            _launch("dq", var, B, n, *dq_args)
+            join.record(side)
+            main.wait_event(join)
+        else:
+            _launch("dq", var, B, n, *dq_args)
+            if want_kv:
+                _launch("kv", var, B, m, *kv_args)
     if not want_kv:
         return _unpad(dq, d0), None, None
-    dk = cupy.empty_like(k)
-    dv = cupy.empty_like(v)
-    _launch("kv", var, B, m, (q, k, v) + mk + (lse, delta, g, dk, dv) + tail)
     return _unpad(dq, d0), _unpad(dk, d0), _unpad(dv, e0)
+
+
+def _delta_kernel():
+    f = _READY.get("delta")
+    if f is None:
+        f = _READY["delta"] = Launcher(function("attention", "fa_delta"), "PPPqi")
+    return f
 
 
 def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard):

@@ -693,14 +693,30 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
     }
 }
 
-// dq for one query tile; also writes delta = rowsum(dO * O) of its rows for ft_bwd_kv.
+// delta[r] = rowsum(dO * O) of rows r < rows (width e, a multiple of 4): one warp per row. The
+// tensor-core backward computes it first, so that its two kernels are independent.
+__global__ void __launch_bounds__(256) fa_delta(const float* __restrict__ out, const float* __restrict__ g_,
+                                                float* __restrict__ delta, long long rows, int e) {
+    const long long r = blockIdx.x * 8LL + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return;  // the whole warp: it shares r
+    float part = 0.f;
+    for (int c = lane * 4; c < e; c += 128) {
+        const float4 a = fa_ld4(&out[r * e + c]), b = fa_ld4(&g_[r * e + c]);
+        part += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+    if (lane == 0) delta[r] = part;
+}
+
+// dq for one query tile, walking the key tiles; delta comes from fa_delta.
 template <int DM>
 __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
         const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
         const unsigned char* __restrict__ mask, long long msb, long long msn, long long msm,
-        const float* __restrict__ out, const float* __restrict__ lse, const float* __restrict__ g_,
-        float* __restrict__ dq, float* __restrict__ delta, int n, int m, int d, int e, float scale, int hard,
-        int tiles) {
+        const float* __restrict__ lse, const float* __restrict__ delta, const float* __restrict__ g_,
+        float* __restrict__ dq, int n, int m, int d, int e, float scale, int hard, int tiles) {
     constexpr int LD = DM + 4, NJ = DM / 8;
     extern __shared__ float4 fa_smem4[];
     float* Qs = reinterpret_cast<float*>(fa_smem4);         // [FA_T][LD] float32, times scale
@@ -714,27 +730,10 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
 
     fa_load_n<DM, FT_NT>(Qs, LD, q, b * n + q0, n - q0, d, scale);
     fa_load_n<DM, FT_NT>(Gs, LD, g_, b * n + q0, n - q0, e, 1.f);
-    __syncthreads();
-
-    // delta of the warp's 16 rows: one warp-wide sum per row, kept by the lanes that own it.
-    // Unrolled, so that the loads of all 16 rows of O are in flight at once.
-    float D[2] = {0.f, 0.f}, L[2];
-#pragma unroll
-    for (int rr = 0; rr < 16; ++rr) {
-        const int qi = q0 + r0 + rr;
-        float part = 0.f;
-#pragma unroll
-        for (int c = 0; c < DM / 32; ++c) {
-            const int col = lane + 32 * c;
-            if (qi < n && col < e) part += Gs[(r0 + rr) * LD + col] * out[(b * n + qi) * e + col];
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
-        if (rr == g) D[0] = part;
-        if (rr == g + 8) D[1] = part;
-        if (qi < n && lane == 0) delta[b * n + qi] = part;
-    }
     const int qi0 = q0 + r0 + g;
+    float D[2], L[2];
+    D[0] = qi0 < n ? delta[b * n + qi0] : 0.f;
+    D[1] = qi0 + 8 < n ? delta[b * n + qi0 + 8] : 0.f;
     L[0] = qi0 < n ? lse[b * n + qi0] : fa_inf();
     L[1] = qi0 + 8 < n ? lse[b * n + qi0 + 8] : fa_inf();
     float acc[NJ][4];
