@@ -108,6 +108,10 @@ def _dispatch(name):
 
 
 _DEVICE_OF_TYPE: dict = {}  # array type -> device (device_of depends on the type alone)
+#: (op, value type, shape[, shape]) -> (rule, kernels, output shape, off the CPU) of attribute-free
+#: ops already run: the shape rule and device checks passed for those shapes and types. A CPU
+#: entry serves only while ``fast_kernels`` is on (reference mode runs the spec instead).
+_SEEN: dict = {}
 
 
 _K_OF: dict = {}  # device -> its kernel surface (get_kernels without the call)
@@ -139,6 +143,29 @@ def forward_op(name, vals, attrs, fast=None):
     (``fast_kernels=False``, CPU only) ``rule`` is None and ``saved`` is the spec's VJP as a
     function ``backward(g, needs)``. This is the eager hot path: keep it lean.
     """
+    # Attribute-free ops of one or two same-typed values: one lookup gives the rule, kernels and
+    # output shape that a first call of that (op, type, shapes) found (see :data:`_SEEN`).
+    skey = None
+    if not attrs and fast is None:
+        n = len(vals)
+        if n == 2:
+            a, b = vals
+            ta = type(a)
+            if type(b) is ta:
+                skey = (name, ta, a.shape, b.shape)
+        elif n == 1:
+            ta = type(vals[0])
+            skey = (name, ta, vals[0].shape)
+        if skey is not None:
+            hit = _SEEN.get(skey)
+            if hit is not None and (hit[3] or _OPTS[0].fast_kernels):
+                rule, K, out_shape, _ = hit
+                y, saved = rule.forward(K, *vals)
+                if type(y) is not ta and isinstance(y, np.generic):
+                    y = np.asarray(y)
+                if y.shape != out_shape:
+                    raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
+                return y, rule, K, saved
     d = _DISPATCH.get(name)
     if d is None:
         d = _dispatch(name)
@@ -191,6 +218,8 @@ def forward_op(name, vals, attrs, fast=None):
             y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
     if y.shape != out_shape and tuple(y.shape) != tuple(out_shape):
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
+    if skey is not None and rule is not None and len(_SEEN) < 65536:
+        _SEEN[skey] = (rule, K, tuple(out_shape), dev != "cpu")
     return y, rule, K, saved
 
 
