@@ -1,7 +1,8 @@
 """CUDA: MLP training steps and eager per-op overhead, torchlean vs PyTorch in one process.
 
 fp32 strict in both (TF32 off). Times are medians of CUDA-event-bracketed runs after a
-warm-up; inputs are random (never zeros). Not a test: prints a table of ratios
+warm-up, the two frameworks timed in turns (one call each per round); inputs are random
+(never zeros). Not a test: prints a table of ratios
 (torchlean / torch, lower is better).
 """
 
@@ -10,11 +11,6 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-
-
-def _events_time(fn, reps, sync):
-    from torchlean.testing.timing import event_median_ms
-    return event_median_ms(fn, reps, 5, sync)
 
 
 def tiny_chain(x, y, links=25):
@@ -67,10 +63,11 @@ def torch_step(torch, tl_model, sizes, batch):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=100)
     args = ap.parse_args(argv)
     import torch
     import torchlean as tl
+    from torchlean.testing.timing import paired_event_median_ms
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     sync = tl.cuda.synchronize
@@ -79,8 +76,7 @@ def main(argv=None):
                                ("mlp 6x4096 b1024", (4096,) * 7, 1024)):
         s_tl, m = tl_step(sizes, batch)
         s_t = torch_step(torch, m, sizes, batch)
-        t1 = _events_time(s_tl, args.reps, sync)
-        t2 = _events_time(s_t, args.reps, torch.cuda.synchronize)
+        t1, t2 = paired_event_median_ms([s_tl, s_t], args.reps, 5, [sync, torch.cuda.synchronize])
         rows.append((name + " train step", t1 * 1e3, t2 * 1e3, "us", "<= 1.2"))
     # eager overhead: a chain of tiny ops with autograd recording (host-bound)
     x = tl.randn(16, device="cuda", requires_grad=True)
@@ -88,8 +84,8 @@ def main(argv=None):
     tx = torch.randn(16, device="cuda", requires_grad=True)
     ty = torch.randn(16, device="cuda", requires_grad=True)
 
-    t1 = _events_time(lambda: tiny_chain(x, y), args.reps, sync) / 75
-    t2 = _events_time(lambda: tiny_chain(tx, ty), args.reps, torch.cuda.synchronize) / 75
+    t1, t2 = (t / 75 for t in paired_event_median_ms([lambda: tiny_chain(x, y), lambda: tiny_chain(tx, ty)],
+                                                       args.reps, 5, [sync, torch.cuda.synchronize]))
     rows.append(("tiny op (16,) recording, per op", t1 * 1e3, t2 * 1e3, "us", "<= 1.5"))
     print(f"{'case':40s} {'torchlean':>12s} {'torch':>12s} {'ratio':>7s}  goal")
     for name, a, b, unit, goal in rows:

@@ -4,8 +4,9 @@ Attention (batch 8, heads 16, d 64, n 512 / 2048 / 4096; PyTorch's fp32
 scaled_dot_product_attention), spectral convolution (batch 32, grid 4096, width 64,
 modes 32; the usual rfft / einsum / irfft formulation), selective scan (batch 8, L 4096,
 state 1536x16 flattened; a PyTorch loop over time), conv2d (batch 64, 64 channels,
-56x56, 3x3, cuDNN). fp32, TF32 off. Prints median ms, the ratio torchlean / torch and
-torchlean's peak device memory. Not a test.
+56x56, 3x3, cuDNN). fp32, TF32 off. Prints median ms (the two frameworks timed in turns,
+one call each per round), the ratio torchlean / torch and torchlean's peak device memory
+over one step. Not a test.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import numpy as np
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--only", default="", help="comma-separated subset: attention,spectral,scan,conv")
     args = ap.parse_args(argv)
     import torch
     import torchlean as tl
     from torchlean.nn import functional as F
-    from torchlean.testing.timing import event_median_ms
+    from torchlean.testing.timing import paired_event_median_ms
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -34,10 +35,13 @@ def main(argv=None):
 
     def pair(name, make_tl, make_torch):
         fn_tl, fn_t = make_tl(), make_torch()
+        fn_tl()
+        sync()
         tl.cuda.reset_peak_memory_stats()
-        t1 = event_median_ms(fn_tl, args.reps, 2, sync)
+        fn_tl()
+        sync()
         peak = tl.cuda.memory_stats()["peak_bytes"] / 2 ** 20
-        t2 = event_median_ms(fn_t, args.reps, 2, torch.cuda.synchronize)
+        t1, t2 = paired_event_median_ms([fn_tl, fn_t], args.reps, 5, [sync, torch.cuda.synchronize])
         rows.append((name, t1, t2, peak))
         print(f"{name:44s} {t1:9.3f} ms {t2:9.3f} ms {t1 / t2:6.2f}x  peak {peak:8.1f} MiB", flush=True)
 

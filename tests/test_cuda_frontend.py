@@ -141,3 +141,19 @@ def test_loss_target_views_are_read_once_per_buffer(monkeypatch):
     assert len(reads) == 2
     other = tl.tensor(yh[::-1].copy()).to("cuda")
     assert abs(nn.functional.cross_entropy(logits, other.reshape(-1)).item() - want(yh[::-1])) < 1e-5
+
+
+def test_paired_event_timing_orders_work_by_size():
+    """The benchmarks' paired CUDA-event medians: one function with ten times the work of the
+    other measures longer, and each median is a positive time."""
+    from torchlean.testing.timing import paired_event_median_ms
+    x = tl.randn(1 << 22, device="cuda")
+
+    def once():
+        return x * x
+
+    def ten():
+        for _ in range(10):
+            x * x
+    t1, t10 = paired_event_median_ms([once, ten], reps=7, warmup=2)
+    assert 0 < t1 < t10

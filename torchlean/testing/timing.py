@@ -49,3 +49,29 @@ def event_median_ms(fn, reps: int, warmup: int = 5, sync=None) -> float:
         b.synchronize()
         times.append(cupy.cuda.get_elapsed_time(a, b))
     return statistics.median(times)
+
+
+def paired_event_median_ms(fns, reps: int, warmup: int = 5, syncs=None) -> list:
+    """Median milliseconds of each of ``fns`` (CUDA events on the current stream), taken in turns:
+    every round times each function once, one after the other, so a change in the host's or the
+    device's speed during the measurement (frequent on shared machines) falls on all of them
+    alike. ``syncs[i]`` (default: the device's synchronize) drains the work of ``fns[i]`` before
+    the next function starts."""
+    import cupy
+    syncs = list(syncs) if syncs is not None else [cupy.cuda.Device().synchronize] * len(fns)
+    for _ in range(warmup):
+        for fn, sync in zip(fns, syncs):
+            fn()
+            sync()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, sync, ts in zip(fns, syncs, times):
+            sync()
+            a, b = cupy.cuda.Event(), cupy.cuda.Event()
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            sync()
+            ts.append(cupy.cuda.get_elapsed_time(a, b))
+    return [statistics.median(ts) for ts in times]
