@@ -126,8 +126,8 @@ def blocks(n: int, per_block: int) -> int:
 # Launches go straight to cuLaunchKernel with the arguments packed into one buffer and an
 # array of pointers into it (kernelParams): CuPy's generic launch converts every scalar argument
 # through a temporary NumPy object, which is most of the host time of a small kernel, and the
-# driver reads kernelParams faster than a packed CU_LAUNCH_PARAM_BUFFER_POINTER buffer (about
-# 1 us less per launch on an H100 host, benchmarks/probe_host.py).
+# driver reads kernelParams no slower than a packed CU_LAUNCH_PARAM_BUFFER_POINTER buffer
+# (0.2 - 1.2 us less per launch on H100 hosts, benchmarks/probe_host.py).
 _NDARRAY = cupy.ndarray
 _CODES = {_NDARRAY: "P", type(None): "P", np.int64: "q", np.int32: "i", np.uint64: "Q", np.float32: "f",
           np.float64: "d", bytes: None}
