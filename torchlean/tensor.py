@@ -705,8 +705,7 @@ def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
             if i is None:
                 i = target.leaf_id(t)
         else:
-            i = len(nodes)
-            nodes.append(Node(None, t._value, False))
+            i = _constant_id(nodes, t)
         ids.append(i)
     out._id = len(nodes)
     if rule is not None:
