@@ -9,7 +9,6 @@ import pytest
 import torchlean as tl
 from torchlean import nn, optim
 from torchlean.errors import BackendUnavailableError, DeviceError, IndexRangeError, ShapeError
-from torchlean.kernels.api import checked_device_indices, device_copy, remember_device_copy
 from torchlean.models import GPT
 
 from conftest import CUDA
@@ -17,9 +16,11 @@ from conftest import CUDA
 cuda = pytest.mark.cuda
 
 
-# ---- the registry of device copies (device-agnostic logic: NumPy arrays stand in) ------------
+# ---- the registry of device copies (its logic is device-agnostic: NumPy arrays stand in) -------
 
+@cuda
 def test_device_copy_follows_full_reshapes_only():
+    from torchlean.kernels.cuda.index import device_copy, remember_device_copy
     host = np.arange(12, dtype=np.int64).reshape(3, 4)
     host.flags.writeable = False
     dev = np.arange(12, dtype=np.int64).reshape(3, 4) * 10   # stands in for the device buffer
@@ -32,7 +33,9 @@ def test_device_copy_follows_full_reshapes_only():
     assert device_copy(np.arange(12, dtype=np.int64)) is None
 
 
+@cuda
 def test_checked_device_indices_validates_once():
+    from torchlean.kernels.cuda.index import checked_device_indices, remember_device_copy
     bad = np.array([[0, -3], [2, 1]], dtype=np.int64)
     bad.flags.writeable = False
     remember_device_copy(bad, bad.copy())

@@ -13,7 +13,7 @@ from torchlean.data import (
     train_val_split, unigram_baseline,
 )
 from torchlean.errors import DomainError, IndexRangeError, ShapeError
-from torchlean.kernels import host
+from torchlean.spec.rng import uniform
 
 
 # ---- datasets and the loader ----------------------------------------------------------------
@@ -66,7 +66,7 @@ def test_shuffle_reproducible_and_differs_across_epochs():
     c = epoch_orders(DataLoader(ds, batch_size=8, shuffle=True, seed=8), 1)
     assert not np.array_equal(a[0], c[0])
     # The documented formula: argsort of the float64 uniforms of key (seed, epoch).
-    expect = np.argsort(host.rand_uniform((50,), 7, 1, np.float64), kind="stable")
+    expect = np.argsort(uniform(50, 7, 1, np.float64), kind="stable")
     assert np.array_equal(a[1], expect)
     # set_epoch jumps to an epoch's order.
     dl = DataLoader(ds, batch_size=50, shuffle=True, seed=7)

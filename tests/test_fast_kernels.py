@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import torchlean.autograd.rules.linalg as rl
+import torchlean.autograd.dispatch as dispatch
 from torchlean.autograd import Tape
-from torchlean.kernels import get_kernels
+from torchlean.kernels import HOST, cuda_available, get_kernels, routed
 from torchlean.options import get_options, options
 from torchlean.spec import SPEC
 
@@ -72,7 +72,7 @@ def test_tape_argument_overrides_global_option(rng):
 
 def test_use_gpu_without_gpu_is_ignored(rng, monkeypatch):
     # Whatever this machine has, pretend it has no GPU: the hint must then change nothing.
-    monkeypatch.setattr(rl, "_cuda_kernels", lambda: None)
+    monkeypatch.setattr(dispatch, "routed_host", lambda precision: HOST)
     for name, xs in _cases(rng):
         for dtype in (np.float32, np.float64):
             y0, g0 = _run(name, xs, dtype)
@@ -89,7 +89,7 @@ def test_use_gpu_hint_on_this_machine_matches_cpu(rng):
     y0, _ = _run("matmul", xs, np.float64)
     with options(use_gpu=True):
         y1, _ = _run("matmul", xs, np.float64)
-    if rl._cuda_kernels() is None:
+    if not cuda_available():
         np.testing.assert_array_equal(y0, y1)
     else:
         np.testing.assert_allclose(y1, y0, rtol=1e-5, atol=1e-5)
@@ -117,7 +117,7 @@ class _FakeGPU:
 @pytest.mark.parametrize("precision,dtype", [("fp32", np.float32), ("fp64", np.float64)])
 def test_use_gpu_routes_every_product_in_the_requested_precision(rng, monkeypatch, precision, dtype):
     fake = _FakeGPU()
-    monkeypatch.setattr(rl, "_cuda_kernels", fake.namespace)
+    monkeypatch.setattr(dispatch, "routed_host", lambda p: routed(HOST, fake.namespace(), p))
     for name, xs in _cases(rng):
         if name == "mse_loss":
             continue
@@ -147,8 +147,7 @@ def test_use_gpu_routes_every_product_in_the_requested_precision(rng, monkeypatc
 @pytest.mark.cuda
 @pytest.mark.parametrize("precision,tol", [("fp64", 1e-12), ("fp32", 1e-5)])
 def test_use_gpu_on_cuda_against_numpy_float64(rng, precision, tol):
-    rl._cuda_kernels.cache_clear()
-    assert rl._cuda_kernels() is not None
+    assert cuda_available()
     G = get_kernels("cuda")
     for name, xs in _cases(rng):
         if name == "mse_loss":

@@ -381,13 +381,13 @@ def test_trace_mlp_round_trips():
 
 
 def test_trace_records_under_no_grad_and_restores_the_hook():
-    from torchlean.tensor import _TRACER
+    from torchlean.autograd.record import _state
     m = _mlp()
     x = tl.randn(2, 6)
     with tl.no_grad():
         g, _ = ir.trace(m, x)
     assert len(g.nodes) == 6
-    assert _TRACER[0] is None
+    assert _state.tracer is None
 
     def boom(x):
         (x * 2.0).relu()
@@ -395,7 +395,7 @@ def test_trace_records_under_no_grad_and_restores_the_hook():
 
     with pytest.raises(ValueError):
         ir.trace(boom, x)
-    assert _TRACER[0] is None
+    assert _state.tracer is None
 
 
 def test_trace_params_consts_and_computed_weights():

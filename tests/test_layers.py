@@ -9,9 +9,9 @@ import pytest
 
 from torchlean.autograd import Tape, run_op
 from torchlean.errors import ShapeError
-from torchlean.kernels import host_nn
+from torchlean.kernels.host import attention as host_attention
 from torchlean.spec import SPEC
-from torchlean.testing.opinfo.layers import random_mask
+from torchlean.testing.opinfo.attention import random_mask
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -174,25 +174,25 @@ def test_attention_hard_mask_matches_torch_and_zeroes_fully_blocked_rows(rng):
 def test_flash_kernels_blocked_over_many_key_tiles(rng, monkeypatch, hard, threads):
     # Force 64-key tiles so that the online softmax crosses tile boundaries, and
     # optionally the batch-parallel path.
-    monkeypatch.setattr(host_nn, "_TILE_ELEMS", 1)
+    monkeypatch.setattr(host_attention, "_TILE_ELEMS", 1)
     if threads:
-        monkeypatch.setattr(host_nn, "_MIN_PARALLEL", 0)
+        monkeypatch.setattr(host_attention, "_MIN_PARALLEL", 0)
     b, n, m, d = 2, 9, 200, 5
     q, k, v = (x.astype(np.float64) for x in _qkv(rng, b, n, m, d))
     mask = random_mask(rng, b, n, m, p=0.3)
     mask[0, 3] = False
     mask[1, 4, :150] = False      # the first allowed key of this row lies in the last tile
     mask[1, 4, 170] = True
-    out, lse = host_nn.flash_attention_fwd(q * 3, k, v, mask, 0.5, hard)
+    out, lse = host_attention.flash_attention_fwd(q * 3, k, v, mask, 0.5, hard)
     ref = SPEC["flash_attention"].forward(q * 3, k, v, scale=0.5, mask=mask, hard=hard)
     np.testing.assert_allclose(out, ref, **TOL)
     g = rng.standard_normal(out.shape)
-    grads = host_nn.flash_attention_bwd(q * 3, k, v, mask, out, lse, g, 0.5, hard)
+    grads = host_attention.flash_attention_bwd(q * 3, k, v, mask, out, lse, g, 0.5, hard)
     want = SPEC["flash_attention"].vjp(g, q * 3, k, v, scale=0.5, mask=mask, hard=hard)
     for got, w in zip(grads, want):
         np.testing.assert_allclose(got, w, **TOL)
-    for i, kern in enumerate((host_nn.flash_attention_bwd_q, host_nn.flash_attention_bwd_k,
-                              host_nn.flash_attention_bwd_v)):
+    for i, kern in enumerate((host_attention.flash_attention_bwd_q, host_attention.flash_attention_bwd_k,
+                              host_attention.flash_attention_bwd_v)):
         np.testing.assert_allclose(kern(q * 3, k, v, mask, out, lse, g, 0.5, hard), grads[i])
 
 

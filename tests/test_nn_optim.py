@@ -683,9 +683,10 @@ def test_cuda_clip_grad_norm_matches_cpu():
     np.testing.assert_allclose(norms["cuda"][1], norms["cpu"][1], rtol=1e-12)
 
 
+@pytest.mark.cuda
 def test_buffer_base_names_the_allocation_of_a_view():
     from types import SimpleNamespace
-    from torchlean.tensor import buffer_base
+    from torchlean.kernels.cuda.memory import buffer_base
     arr = SimpleNamespace(data=SimpleNamespace(ptr=4096 + 64, mem=SimpleNamespace(ptr=4096)))
     assert buffer_base(arr) == 4096
     assert buffer_base(np.zeros(3)) is None      # host arrays have no device allocation

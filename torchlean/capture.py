@@ -7,7 +7,9 @@ call then replays them with one launch:
 
 1. the example inputs are copied into input buffers that the graph owns;
 2. the step runs eagerly on a side stream (the warm-up: kernels compile, index and mask uploads
-   land in their caches, memory comes from a private pool), then once more under stream capture;
+   land in their caches, memory comes from a private pool), then once more under stream capture
+   (the mechanism is :class:`torchlean.kernels.cuda.graphs.GraphCapture`, which compiled IR
+   programs use too);
 3. each call copies its inputs into those buffers, replays the graph on the current stream and
    gives each parameter the gradient the replay wrote.
 
@@ -54,7 +56,8 @@ import numpy as np
 
 from .errors import DeviceError, ShapeError, TorchLeanError
 from .kernels import get_kernels
-from .tensor import Tensor, _resolve, enable_grad, get_rng_state, set_rng_state
+from .autograd import enable_grad, recorded_leaves
+from .tensor import Tensor, get_rng_state, set_rng_state
 
 __all__ = ["capture_step", "CapturedStep"]
 
@@ -80,8 +83,6 @@ class CapturedStep:
         if not example_inputs:
             raise TorchLeanError("capture_step: give the step's example inputs")
         K = get_kernels("cuda")  # BackendUnavailableError without a GPU
-        from .kernels.cuda import cached_device_arrays, gemm
-        cp = K.xp
         self.fn = fn
         self.K = K
         vals = [_value(x, k) for k, x in enumerate(example_inputs)]
@@ -89,17 +90,14 @@ class CapturedStep:
         # Floats keep their dtype; integers are held as int64, the index kernels' type.
         self.input_dtypes = tuple(np.dtype(v.dtype) if np.dtype(v.dtype).kind == "f" else np.dtype(np.int64)
                                   for v in vals)
-        self.pool = cp.cuda.MemoryPool()          # private: nothing else allocates from it
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        cp.cuda.Device().synchronize()            # parameters were written on the legacy stream
         self._user_grads = None
         rng = get_rng_state()
-        with cp.cuda.using_allocator(self.pool.malloc), self.stream, \
-                gemm.capture_scope(self.stream) as self.workspace:
+        self.capture = K.graph_capture()
+        with self.capture.scope():
             self.inputs = []
             for v, dt in zip(vals, self.input_dtypes):
-                buf = cp.empty(v.shape, dt)
-                self._write(buf, v)
+                buf = K.empty(v.shape, dt)
+                K.assign(buf, v)
                 self.inputs.append(buf)
             for _ in range(max(1, int(warmup))):
                 self._run("the warm-up step")
@@ -108,34 +106,20 @@ class CapturedStep:
                 self._restore_user_grads()
                 raise DeviceError("capture_step: the step draws random numbers (dropout, ...), which a "
                                   "captured graph would repeat at every call; run it eagerly")
-            self.stream.synchronize()
-            self.stream.begin_capture()
+            ran = []
             try:
-                loss, params, grads = self._run("the capture")
+                self.graph = self.capture.capture(lambda: ran.append(self._run("the capture")))
             except BaseException as e:
-                try:
-                    self.stream.end_capture()
-                except Exception:  # noqa: BLE001 - the capture is already invalid; report the first cause
-                    pass
                 self._restore_user_grads()
                 err = self._error("the capture", e)
                 if err is e:
                     raise
                 raise err from e
-            try:
-                self.graph = self.stream.end_capture()
-            except Exception as e:
-                self._restore_user_grads()
-                raise self._error("the capture", e) from e
-            self.stream.synchronize()
+        loss, params, grads = ran[0]
         self.loss = loss._value
         self.params = params
         self.grads = grads
         self._arrays = [(p, p._value) for p in params]
-        # Cached device arrays (uploaded indices, masks, tables) the graph may read: held here so
-        # that no cache eviction frees them while the graph lives.
-        from .autograd.rules.layers import _MASKS
-        self._pins = cached_device_arrays() + list(_MASKS.values())
         self._restore_user_grads()
 
     # -- capture ---------------------------------------------------------------------------------
@@ -148,12 +132,6 @@ class CapturedStep:
                            f"step must run without host transfers or synchronisation (.item(), .numpy(), "
                            f"value-dependent control flow); run this step eagerly")
 
-    def _write(self, buf, v):
-        if isinstance(v, np.ndarray):
-            buf.set(np.ascontiguousarray(v, dtype=buf.dtype))
-        else:
-            buf[...] = v
-
     def _run(self, what):
         ts = [Tensor(b) for b in self.inputs]
         try:
@@ -164,12 +142,7 @@ class CapturedStep:
                                      f"(the loss), got {loss!r:.80}")
             if not loss.requires_grad or loss._tape is None:
                 raise TorchLeanError("capture_step: the loss does not depend on any tensor that requires grad")
-            tape, _ = _resolve(loss)
-            params, seen = [], set()
-            for _, t in tape.leaves:
-                if t.requires_grad and id(t) not in seen:
-                    seen.add(id(t))
-                    params.append(t)
+            params = recorded_leaves(loss)
             if self._user_grads is None:
                 self._user_grads = [(p, p._grad) for p in params]
             for p in params:
@@ -201,7 +174,7 @@ class CapturedStep:
             if (np.dtype(v.dtype).kind == "f") != (buf.dtype.kind == "f"):
                 raise TorchLeanError(f"captured step: input {k} has dtype {v.dtype}, the step was captured "
                                      f"with {buf.dtype}")
-            self._write(buf, v)
+            self.K.assign(buf, v)
         for p, a in self._arrays:
             if p._value is not a:
                 raise DeviceError(f"captured step: a parameter of shape {p.shape} holds a new array since the "

@@ -45,22 +45,22 @@ def memory_stats() -> dict:
     ``pool_reserved_bytes`` (memory held from the driver, used or cached for reuse).
     """
     _load()
-    from .kernels.cuda import memory
-    return memory.stats()
+    from .kernels.cuda import alloc
+    return alloc.stats()
 
 
 def reset_peak_memory_stats() -> None:
     """Restart the peak at the bytes live now."""
     _load()
-    from .kernels.cuda import memory
-    memory.reset_peak()
+    from .kernels.cuda import alloc
+    alloc.reset_peak()
 
 
 def empty_cache() -> None:
     """Give the pool's cached, unused blocks back to the driver."""
     _load()
-    from .kernels.cuda import memory
-    memory.free_cached()
+    from .kernels.cuda import alloc
+    alloc.free_cached()
 
 
 def set_tf32(enabled: bool) -> None:

@@ -25,7 +25,7 @@ Shape = tuple
 
 __all__ = [
     "Shape", "size", "broadcast_shapes", "broadcast_plan", "check_plan",
-    "reduced_axes", "norm_axis", "norm_axes", "require_ndim", "require_same",
+    "reduced_axes", "norm_axis", "norm_axes", "require_ndim", "require_same", "moveaxis_perm",
 ]
 
 
@@ -143,3 +143,14 @@ def require_ndim(shape, ndims, op: str, what: str = "input") -> None:
 def require_same(a, b, op: str) -> None:
     if tuple(a) != tuple(b):
         raise ShapeError(f"{op}: shapes {tuple(a)} and {tuple(b)} must be equal")
+
+
+def moveaxis_perm(ndim: int, source: int, dest: int) -> tuple:
+    """The axis permutation of NumPy's ``moveaxis(x, source, dest)`` (for the ``permute`` kernel).
+
+        >>> moveaxis_perm(4, 1, -1)
+        (0, 2, 3, 1)
+    """
+    order = [i for i in range(ndim) if i != source % ndim]
+    order.insert(dest % ndim, source % ndim)
+    return tuple(order)

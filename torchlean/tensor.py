@@ -1,11 +1,7 @@
-"""The PyTorch-style :class:`Tensor` over the tape.
+"""The PyTorch-style :class:`Tensor` and the functions that create tensors.
 
-Each forward computation records onto a :class:`GraphTape` (the seeds' tape with
-the front end's bookkeeping). A computation that starts from leaves opens a new
-tape; an op whose inputs live on two tapes appends the smaller tape onto the
-larger (ids shift by an offset, the tape stays grow-only). A tape lives as long
-as some tensor recorded on it, so an evaluation loop without ``no_grad`` does not
-accumulate graphs, and ``backward()`` without ``retain_graph`` releases the tape.
+A Tensor is a :class:`~torchlean.autograd.Variable` with PyTorch's methods; every op a method
+runs goes through :func:`torchlean.autograd.record`, which owns the tape bookkeeping.
 
     >>> import torchlean as tl
     >>> x = tl.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -16,15 +12,13 @@ accumulate graphs, and ``backward()`` without ``retain_graph`` releases the tape
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-import weakref
 from numbers import Number
 
 import numpy as np
 
-from .autograd.tape import Node, Tape, device_of, forward_op, rule_node
+from . import autograd
+from .autograd import Variable, device_of, enable_grad, is_grad_enabled, no_grad, record
 from .errors import AutogradError, DeviceError, DTypeError, ShapeError, TorchLeanError
 from .kernels import get_kernels
 
@@ -47,125 +41,12 @@ def as_dtype(dtype):
     return np.dtype(dtype)
 
 
-# ---- grad mode ------------------------------------------------------------------------------
-
-class _State(threading.local):
-    def __init__(self):
-        self.grad_enabled = True
-
-
-_state = _State()
-_INT_WRITES = [0]  # in-place writes to integer tensors so far (see nn.functional._device_ints)
-# Device buffers shared with other libraries through DLPack (exported or imported): their
-# owners may write them at any time, so no host copy of them is ever reused. Base address ->
-# weak reference to the array that owns the allocation here: once that array is gone the
-# address may hold a new, unshared buffer.
-SHARED_BUFFERS: dict = {}
-
-
-def buffer_base(v):
-    """The base address of the device allocation holding array ``v`` (views included), or None."""
-    mem = getattr(getattr(v, "data", None), "mem", None)
-    return getattr(mem, "ptr", None)
-
-
-def _note_shared(v) -> None:
-    base = buffer_base(v)
-    if base is not None:
-        root = v.base if getattr(v, "base", None) is not None else v
-        SHARED_BUFFERS[base] = weakref.ref(root)
-
-
-def is_shared_buffer(v) -> bool:
-    """True when ``v`` lies in a live allocation shared through DLPack (see SHARED_BUFFERS)."""
-    base = buffer_base(v)
-    ref = SHARED_BUFFERS.get(base)
-    if ref is None:
-        return False
-    if ref() is None:  # its arrays are gone: the address was freed and may be reused
-        del SHARED_BUFFERS[base]
-        return False
-    return True
-
-
-def is_grad_enabled() -> bool:
-    return _state.grad_enabled
-
-
-class no_grad(contextlib.ContextDecorator):
-    """Ops inside record nothing (context manager and decorator)."""
-
-    def __enter__(self):
-        self._prev = _state.grad_enabled
-        _state.grad_enabled = False
-        return self
-
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev
-        return False
-
-
-class enable_grad(contextlib.ContextDecorator):
-    def __enter__(self):
-        self._prev = _state.grad_enabled
-        _state.grad_enabled = True
-        return self
-
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev
-        return False
-
-
-# ---- the front end's tape -------------------------------------------------------------------
-
-class GraphTape(Tape):
-    """A :class:`Tape` that also knows which leaf tensors its leaf nodes stand for."""
-
-    def __init__(self):
-        # Tape.__init__ inlined: a tape opens for every computation that starts from leaves.
-        self.nodes = []
-        self.fast_kernels = None
-        self.released = False
-        self.leaves: list = []          # (node id, Tensor)
-        self.leaf_of: dict = {}         # id(Tensor) -> node id
-        self.merged_into = None
-        self.merge_offset = 0
-
-    def leaf_id(self, t: "Tensor") -> int:
-        nid = self.leaf_of.get(id(t))
-        if nid is None:
-            nid = self._push(Node(None, t._value, True))
-            self.leaves.append((nid, t))
-            self.leaf_of[id(t)] = nid
-        return nid
-
-    def absorb(self, other: "GraphTape") -> None:
-        """Append ``other``'s nodes (ids shifted by len(self)); ``other`` forwards to self."""
-        off = len(self.nodes)
-        for n in other.nodes:
-            n.parents = tuple(p + off for p in n.parents)
-            self.nodes.append(n)
-        for nid, t in other.leaves:
-            self.leaves.append((nid + off, t))
-            self.leaf_of.setdefault(id(t), nid + off)
-        other.nodes = []
-        other.leaves = []
-        other.leaf_of = {}
-        other.merged_into = self
-        other.merge_offset = off
-
-
-def _stale_backward(g):
-    raise AutogradError("backward: trying to backward through a graph a second time (or a graph already "
-                        "released); pass retain_graph=True to the first backward()")
-
-
 # ---- Tensor ---------------------------------------------------------------------------------
 
-class Tensor:
+class Tensor(Variable):
     """An n-d array with autograd, on ``"cpu"`` (NumPy) or ``"cuda"`` (CuPy)."""
 
-    __slots__ = ("_value", "_tape", "_id", "requires_grad", "_grad", "__weakref__")
+    __slots__ = ()
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
 
     def __init__(self, value, requires_grad=False):
@@ -267,8 +148,7 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     def __dlpack__(self, **kw):
-        _note_shared(self._value)
-        return self._value.__dlpack__(**kw)
+        return get_kernels(self.device).dlpack(self._value, **kw)
 
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()
@@ -281,12 +161,12 @@ class Tensor:
         if dtype is not None:
             dtype = as_dtype(dtype)
             if dtype != self.dtype:
-                out = _apply("cast", (out,), {"dtype": dtype.name}) if self.dtype.kind == "f" and dtype.kind == "f" \
+                out = record("cast", (out,), {"dtype": dtype.name}) if self.dtype.kind == "f" and dtype.kind == "f" \
                     else Tensor(self._value.astype(dtype))
         if device is not None and device != out.device:
             if device not in ("cpu", "cuda"):
                 raise DeviceError(f"to: unknown device {device!r}; expected 'cpu' or 'cuda'")
-            out = _apply("to_device", (out,), {"device": device})
+            out = record("to_device", (out,), {"device": device})
         return out
 
     def cpu(self):
@@ -308,7 +188,7 @@ class Tensor:
         return Tensor(self._value)
 
     def clone(self) -> "Tensor":
-        return _apply("scale", (self,), {"c": 1.0}) if self.dtype.kind == "f" else Tensor(self._value.copy())
+        return record("scale", (self,), {"c": 1.0}) if self.dtype.kind == "f" else Tensor(self._value.copy())
 
     def requires_grad_(self, flag=True) -> "Tensor":
         if not self.is_leaf:
@@ -319,9 +199,7 @@ class Tensor:
         return self
 
     def zero_(self):
-        self._value[...] = 0
-        if self._value.dtype.kind != "f":
-            _INT_WRITES[0] += 1  # host copies of integer CUDA tensors (loss targets) are read again
+        get_kernels(self.device).fill(self._value, 0)
         return self
 
     def __repr__(self):
@@ -336,32 +214,7 @@ class Tensor:
     # -- autograd --------------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into every reachable leaf's ``.grad`` (PyTorch semantics)."""
-        if gradient is None:
-            if self.numel() != 1:
-                raise AutogradError(f"backward: grad can be implicitly created only for scalar outputs; "
-                                    f"this tensor has shape {self.shape} (pass gradient=...)")
-            seed = None
-        else:
-            seed = gradient._value if isinstance(gradient, Tensor) else \
-                get_kernels(self.device).from_host(np.asarray(gradient), self.dtype)
-            if tuple(seed.shape) != self.shape:
-                raise ShapeError(f"backward: gradient shape {tuple(seed.shape)} does not match output shape {self.shape}")
-        if not self.requires_grad:
-            raise AutogradError("backward: tensor does not require grad and has no recorded graph")
-        if self._tape is None:  # a leaf: d self / d self = seed
-            g = seed if seed is not None else get_kernels(self.device).full(self.shape, 1.0, self.dtype)
-            _accumulate_grad(self, g)
-            return
-        tape, i = _resolve(self)
-        if tape.released:
-            _stale_backward(None)
-        grads = tape.backward_sparse(i, seed, retain=[nid for nid, _ in tape.leaves], fill_zeros=False)
-        for nid, t in tape.leaves:
-            g = grads.get(nid)
-            if g is not None:
-                _accumulate_grad(t, g)
-        if not retain_graph:
-            tape.release()
+        autograd.backward(self, gradient, retain_graph)
 
     # -- operators -------------------------------------------------------------------------------
     def __add__(self, o):
@@ -380,7 +233,7 @@ class Tensor:
         if type(o) is Tensor:
             return _binary("mul", self, o)
         if isinstance(o, Number) and not isinstance(o, bool) and self.dtype.kind == "f":
-            return _apply("scale", (self,), {"c": float(o)})
+            return record("scale", (self,), {"c": float(o)})
         return _binary("mul", self, o)
 
     def __rmul__(self, o):
@@ -399,12 +252,12 @@ class Tensor:
         return matmul(o, self)
 
     def __neg__(self):
-        return _apply("neg", (self,), {})
+        return record("neg", (self,), {})
 
     def __pow__(self, p):
         if isinstance(p, Tensor):
             raise TorchLeanError("pow: only a scalar exponent is supported (x ** number)")
-        return _apply("pow", (self,), {"exponent": float(p) if not float(p).is_integer() else int(p)})
+        return record("pow", (self,), {"exponent": float(p) if not float(p).is_integer() else int(p)})
 
     def __rpow__(self, base):
         if not isinstance(base, Number) or base <= 0:
@@ -446,28 +299,28 @@ class Tensor:
             if isinstance(i, (Tensor, list, np.ndarray)):
                 raise TorchLeanError("getitem: advanced indexing is supported only as a single int index tensor")
         index = tuple(int(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else i for i in index)
-        return _apply("getitem", (self,), {"index": index})
+        return record("getitem", (self,), {"index": index})
 
     # -- reductions ------------------------------------------------------------------------------
     def sum(self, dim=None, keepdim=False):
         if dim is None and not keepdim:
-            return _apply("sum", (self,), {})
-        return _apply("reduce_sum", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
+            return record("sum", (self,), {})
+        return record("reduce_sum", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
 
     def mean(self, dim=None, keepdim=False):
         if dim is None and self.ndim == 0:  # reduce_mean needs an axis; the mean of one entry is itself
-            return _apply("sum", (self,), {})
-        return _apply("reduce_mean", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
+            return record("sum", (self,), {})
+        return record("reduce_mean", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
 
     def max(self, dim=None, keepdim=False):
         if dim is None:
-            return _apply("reduce_max", (self.reshape(-1),), {"axis": 0})
-        return _apply("reduce_max", (self,), {"axis": dim, "keepdim": keepdim})
+            return record("reduce_max", (self.reshape(-1),), {"axis": 0})
+        return record("reduce_max", (self,), {"axis": dim, "keepdim": keepdim})
 
     def min(self, dim=None, keepdim=False):
         if dim is None:
-            return _apply("reduce_min", (self.reshape(-1),), {"axis": 0})
-        return _apply("reduce_min", (self,), {"axis": dim, "keepdim": keepdim})
+            return record("reduce_min", (self.reshape(-1),), {"axis": 0})
+        return record("reduce_min", (self,), {"axis": dim, "keepdim": keepdim})
 
     def argmax(self, dim=None, keepdim=False):
         a = self.numpy()
@@ -482,26 +335,26 @@ class Tensor:
         shape = _resolve_shape(_shape_args(shape), self.numel(), "reshape")
         if shape == self.shape:
             return self
-        return _apply("reshape", (self,), {"shape": shape})
+        return record("reshape", (self,), {"shape": shape})
 
     view = reshape
 
     def flatten(self, start_dim=0, end_dim=-1):
         if self.ndim == 0:
             return self.reshape(1)
-        return _apply("flatten", (self,), {"start_dim": start_dim, "end_dim": end_dim})
+        return record("flatten", (self,), {"start_dim": start_dim, "end_dim": end_dim})
 
     def transpose(self, dim0, dim1):
-        return _apply("transpose", (self,), {"dim0": dim0, "dim1": dim1})
+        return record("transpose", (self,), {"dim0": dim0, "dim1": dim1})
 
     def permute(self, *dims):
-        return _apply("permute", (self,), {"dims": tuple(_shape_args(dims))})
+        return record("permute", (self,), {"dims": tuple(_shape_args(dims))})
 
     def unsqueeze(self, dim):
-        return _apply("unsqueeze", (self,), {"dim": dim})
+        return record("unsqueeze", (self,), {"dim": dim})
 
     def squeeze(self, dim=None):
-        return _apply("squeeze", (self,), {"dim": dim})
+        return record("squeeze", (self,), {"dim": dim})
 
     def expand(self, *sizes):
         sizes = _shape_args(sizes)
@@ -515,7 +368,7 @@ class Tensor:
         shape = tuple(_shape_args((shape,)))
         if shape == self.shape:
             return self
-        return _apply("broadcast_to", (self,), {"shape": shape})
+        return record("broadcast_to", (self,), {"shape": shape})
 
     def expand_as(self, other):
         return self.broadcast_to(other.shape)
@@ -525,197 +378,58 @@ class Tensor:
 
     # -- elementwise -----------------------------------------------------------------------------
     def relu(self):
-        return _apply("relu", (self,), {})
+        return record("relu", (self,), {})
 
     def sigmoid(self):
-        return _apply("sigmoid", (self,), {})
+        return record("sigmoid", (self,), {})
 
     def tanh(self):
-        return _apply("tanh", (self,), {})
+        return record("tanh", (self,), {})
 
     def exp(self):
-        return _apply("exp", (self,), {})
+        return record("exp", (self,), {})
 
     def log(self):
-        return _apply("log", (self,), {})
+        return record("log", (self,), {})
 
     def sqrt(self):
-        return _apply("sqrt", (self,), {})
+        return record("sqrt", (self,), {})
 
     def abs(self):
-        return _apply("abs", (self,), {})
+        return record("abs", (self,), {})
 
     def sin(self):
-        return _apply("sin", (self,), {})
+        return record("sin", (self,), {})
 
     def cos(self):
-        return _apply("cos", (self,), {})
+        return record("cos", (self,), {})
 
     def neg(self):
         return -self
 
     def reciprocal(self):
-        return _apply("inv", (self,), {})
+        return record("inv", (self,), {})
 
     def pow(self, p):
         return self ** p
 
     def clamp(self, min=None, max=None):  # noqa: A002 - PyTorch's names
-        return _apply("clamp", (self,), {"lo": None if min is None else float(min),
+        return record("clamp", (self,), {"lo": None if min is None else float(min),
                                         "hi": None if max is None else float(max)})
 
     clip = clamp
 
     def softmax(self, dim=-1):
-        return _apply("softmax", (self,), {"axis": dim})
+        return record("softmax", (self,), {"axis": dim})
 
     def log_softmax(self, dim=-1):
-        return _apply("log_softmax", (self,), {"axis": dim})
+        return record("log_softmax", (self,), {"axis": dim})
 
     def matmul(self, o):
         return matmul(self, o)
 
 
 # ---- helpers --------------------------------------------------------------------------------
-
-def _resolve(t: Tensor):
-    tape = t._tape
-    if tape is not None and tape.merged_into is not None:
-        off = 0
-        while tape.merged_into is not None:
-            off += tape.merge_offset
-            tape = tape.merged_into
-        t._tape = tape
-        t._id += off
-    return tape, t._id
-
-
-def _accumulate_grad(t: Tensor, g):
-    # Never add in place: a gradient array may be shared with another leaf's gradient.
-    if t._grad is None:
-        t._grad = Tensor(g)
-    else:
-        t._grad = Tensor(t._grad._value + g)
-
-
-def _wrap(y) -> Tensor:
-    t = Tensor.__new__(Tensor)
-    t._value = y
-    t._tape = None
-    t._id = -1
-    t._grad = None
-    t.requires_grad = False
-    return t
-
-
-#: The active IR tracer (``torchlean.ir.trace``), or None: called as ``tracer(name, ts, attrs, out)``
-#: for every op, in any grad mode. A one-element list so the hot path pays one read.
-_TRACER: list = [None]
-
-
-def _constant_id(nodes: list, t: Tensor) -> int:
-    """A node for an input that needs no gradient (its value only)."""
-    nodes.append(Node(None, t._value, False))
-    return len(nodes) - 1
-
-
-def _apply(name: str, ts: tuple, attrs: dict) -> Tensor:
-    """Run op ``name`` on tensors ``ts`` and record it when any input requires grad.
-
-    The eager hot path: one pass finds the tape to record on (merging tapes when the
-    inputs' computations meet), a second gives each input its node id.
-    """
-    y, rule, K, saved = forward_op(name, [t._value for t in ts], attrs)
-    out = Tensor.__new__(Tensor)
-    out._value = y
-    out._tape = None
-    out._id = -1
-    out._grad = None
-    out.requires_grad = False
-    tracer = _TRACER[0]
-    if tracer is not None:
-        tracer(name, ts, attrs, out)
-    if not _state.grad_enabled:
-        return out
-    if rule is not None and 0 < len(ts) <= 2:
-        # The common case first: the inputs are on one live tape (or are leaves and constants,
-        # which are on none), so no tape is merged or opened.
-        a = ts[0]
-        b = ts[1] if len(ts) == 2 else None
-        tape = a._tape
-        if tape is None and b is not None:
-            tape = b._tape
-        if tape is not None and tape.merged_into is None and not tape.released and \
-                (b is None or b._tape is None or b._tape is tape) and (a._tape is None or a._tape is tape):
-            ra = a.requires_grad
-            rb = b is not None and b.requires_grad
-            if not (ra or rb):
-                return out
-            nodes = tape.nodes
-            ia = a._id if a._tape is not None else (tape.leaf_of.get(id(a)) if ra else None)
-            if ia is None:
-                ia = tape.leaf_id(a) if ra else _constant_id(nodes, a)
-            if b is None:
-                parents, needs = (ia,), (ra,)
-            else:
-                ib = b._id if b._tape is not None else (tape.leaf_of.get(id(b)) if rb else None)
-                if ib is None:
-                    ib = tape.leaf_id(b) if rb else _constant_id(nodes, b)
-                parents, needs = (ia, ib), (ra, rb)
-            out._id = len(nodes)
-            nodes.append(rule_node(name, y, parents, rule, K, saved, needs))
-            out._tape = tape
-            out.requires_grad = True
-            return out
-    needs = tuple([t.requires_grad for t in ts])
-    if True not in needs:
-        return out
-    target = None
-    for t in ts:
-        if t.requires_grad:
-            tape = t._tape
-            if tape is None:
-                continue
-            if tape.merged_into is not None:
-                tape, _ = _resolve(t)
-            if tape.released:
-                continue
-            if target is None:
-                target = tape
-            elif tape is not target:
-                big, small = (target, tape) if len(target.nodes) >= len(tape.nodes) else (tape, target)
-                big.absorb(small)
-                target = big
-    if target is None:
-        target = GraphTape()
-    nodes = target.nodes
-    ids = []
-    for t in ts:
-        tape = t._tape
-        if tape is not None:
-            if tape is target:
-                i = t._id
-            else:
-                tape, i = _resolve(t)
-                if tape is not target:  # recorded on a released tape: backward through it must fail
-                    i = len(nodes)
-                    nodes.append(Node("released", t._value, True, (), _stale_backward))
-        elif t.requires_grad:
-            i = target.leaf_of.get(id(t))
-            if i is None:
-                i = target.leaf_id(t)
-        else:
-            i = _constant_id(nodes, t)
-        ids.append(i)
-    out._id = len(nodes)
-    if rule is not None:
-        nodes.append(rule_node(name, y, tuple(ids), rule, K, saved, needs))
-    else:  # reference mode: the spec's VJP
-        nodes.append(Node(name, y, True, tuple(ids), lambda g, _b=saved: _b(g, needs)))
-    out._tape = target
-    out.requires_grad = True
-    return out
-
 
 def _as_value(o, like: Tensor):
     """A scalar, array or Tensor as an array on ``like``'s device (scalars take like's dtype)."""
@@ -737,14 +451,14 @@ def _as_tensor(o, like: Tensor) -> Tensor:
 
 def _binary(name, a, b) -> Tensor:
     if type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype:
-        return _apply(name, (a, b), {})
+        return record(name, (a, b), {})
     if not isinstance(a, Tensor):
         a = _as_tensor(a, b)
     elif not isinstance(b, Tensor):
         b = _as_tensor(b, a)
     if a.dtype != b.dtype:
         a, b = _promote(a, b, name)
-    return _apply(name, (a, b), {})
+    return record(name, (a, b), {})
 
 
 def _promote(a, b, op):
@@ -791,8 +505,8 @@ def _advanced_index(x: Tensor, idx: Tensor) -> Tensor:
         raise DTypeError(f"getitem: index tensor must be integer, got {idx.dtype}")
     host = idx.numpy()
     if host.ndim == 1:
-        return _apply("index_select", (x,), {"axis": 0, "indices": host})
-    flat = _apply("index_select", (x,), {"axis": 0, "indices": host.reshape(-1)})
+        return record("index_select", (x,), {"axis": 0, "indices": host})
+    flat = record("index_select", (x,), {"axis": 0, "indices": host.reshape(-1)})
     return flat.reshape(host.shape + x.shape[1:])
 
 
@@ -831,12 +545,7 @@ def from_numpy(a: np.ndarray) -> Tensor:
 def from_dlpack(obj) -> Tensor:
     """Zero-copy import of a DLPack-capable array (NumPy, CuPy, PyTorch, ...)."""
     dev = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
-    if dev == 1:  # kDLCPU
-        return Tensor(np.from_dlpack(obj))
-    cp = get_kernels("cuda").xp
-    v = cp.from_dlpack(obj)
-    _note_shared(v)
-    return Tensor(v)
+    return Tensor(get_kernels("cpu" if dev == 1 else "cuda").from_dlpack(obj))  # 1: kDLCPU
 
 
 def _creation(fill):
@@ -948,7 +657,7 @@ def cat(tensors, dim=0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("concat: needs at least one tensor")
-    return _apply("concat", tuple(tensors), {"axis": dim})
+    return record("concat", tuple(tensors), {"axis": dim})
 
 
 concat = cat
@@ -958,7 +667,7 @@ def stack(tensors, dim=0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("stack: needs at least one tensor")
-    return _apply("stack", tuple(tensors), {"axis": dim})
+    return record("stack", tuple(tensors), {"axis": dim})
 
 
 def matmul(a, b) -> Tensor:
@@ -966,11 +675,11 @@ def matmul(a, b) -> Tensor:
         a = _as_tensor(a, b)
     if not isinstance(b, Tensor):
         b = _as_tensor(b, a)
-    return _apply("matmul", (a, b), {})
+    return record("matmul", (a, b), {})
 
 
 def bmm(a, b) -> Tensor:
-    return _apply("bmm", (a, b), {})
+    return record("bmm", (a, b), {})
 
 
 def where(cond, a, b) -> Tensor:
@@ -983,7 +692,7 @@ def where(cond, a, b) -> Tensor:
     c = cond._value if isinstance(cond, Tensor) else np.asarray(cond)
     if c.dtype != np.bool_:
         c = c != 0
-    return _apply("where", (a, b), {"cond": c})
+    return record("where", (a, b), {"cond": c})
 
 
 def maximum(a, b) -> Tensor:
@@ -1056,3 +765,6 @@ def pow(x, p):  # noqa: A001
 
 def is_tensor(x) -> bool:
     return isinstance(x, Tensor)
+
+
+autograd.set_result_class(Tensor)

@@ -90,9 +90,6 @@ def _jsonable(v, where):
     raise CheckpointError(f"checkpoint: cannot store {type(v).__name__} at {where}")
 
 
-
-
-
 def _safetensors():
     try:
         import safetensors.numpy as stn

@@ -1,8 +1,14 @@
-"""The autograd tape (:class:`Tape`, :class:`Node`) and the runtime rules."""
+"""Autograd: the tape (:class:`Tape`, :class:`Node`), the runtime rules (:data:`RULES`), the
+dispatch (:func:`forward_op`) and the front end's recording (:func:`record`, :func:`backward`)."""
 
-from .tape import Node, Tape, device_of, install_op_methods, run_op
+from .dispatch import DISPATCH, SPEC_RULES, device_of, forward_op
+from .record import (GraphTape, Variable, backward, enable_grad, is_grad_enabled, no_grad, record, recorded_leaves,
+                     resolve, set_result_class, tracing, wrap)
 from .rules import RULES
+from .tape import Node, Tape, install_op_methods, run_op, sweep
 
 install_op_methods()
 
-__all__ = ["Tape", "Node", "RULES", "device_of", "run_op"]
+__all__ = ["Tape", "Node", "RULES", "device_of", "run_op", "forward_op", "sweep", "record", "backward",
+           "no_grad", "enable_grad", "is_grad_enabled", "Variable", "GraphTape", "tracing", "set_result_class",
+           "wrap", "resolve", "recorded_leaves", "DISPATCH", "SPEC_RULES"]

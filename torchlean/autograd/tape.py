@@ -24,18 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import AutogradError, DeviceError, ShapeError, TorchLeanError, fmt_shapes
+from ..errors import AutogradError, DTypeError, ShapeError, TorchLeanError, fmt_shapes
 from ..kernels import get_kernels
-from ..options import _current as _OPTS
 from ..spec import SPEC
-from .rules import RULES
-
-_ndarray = np.ndarray
-
-
-def device_of(x) -> str:
-    """"cpu" for NumPy arrays (and scalars), "cuda" for CuPy arrays."""
-    return "cpu" if isinstance(x, (_ndarray, np.generic)) else "cuda"
+from .dispatch import device_of, forward_op
 
 
 class Node:
@@ -92,156 +84,77 @@ def rule_node(name, value, parents, rule, K, saved, needs) -> Node:
     return n
 
 
-_SHAPE_CACHE: dict = {}   # (name, *input shapes) -> output shape, for ops without attributes
-_DISPATCH: dict = {}      # name -> (spec, rule, arity, shape rule)
-
-
-def _dispatch(name):
-    spec = SPEC.get(name)
-    if spec is None:
-        raise TorchLeanError(f"unknown op {name!r}")
-    rule = RULES.get(name)
-    if rule is None:
-        raise TorchLeanError(f"{name}: no runtime rule registered")
-    d = _DISPATCH[name] = (spec, rule, spec.arity, spec.shape)
-    return d
-
-
-_DEVICE_OF_TYPE: dict = {}  # array type -> device (device_of depends on the type alone)
-#: (op, value type, shape[, shape]) -> (rule, kernels, output shape, off the CPU) of attribute-free
-#: ops already run: the shape rule and device checks passed for those shapes and types. A CPU
-#: entry serves only while ``fast_kernels`` is on (reference mode runs the spec instead).
-_SEEN: dict = {}
-
-
-_K_OF: dict = {}  # device -> its kernel surface (get_kernels without the call)
-
-
-def _kernels_of(dev):
-    K = _K_OF[dev] = get_kernels(dev)
-    return K
-
-
-def _common_device(name, vals) -> str:
-    """The device of all of ``vals``; DeviceError when they differ."""
-    dev = None
-    for w in vals:
-        dw = _DEVICE_OF_TYPE.get(type(w))
-        if dw is None:
-            dw = _DEVICE_OF_TYPE[type(w)] = device_of(w)
-        if dev is None:
-            dev = dw
-        elif dw != dev:
-            raise DeviceError(f"{name}: inputs on different devices ({dev} and {dw})")
-    return dev or "cpu"
-
-
-def forward_op(name, vals, attrs, fast=None):
-    """Shape-check and run op ``name`` on values: ``(y, rule, K, saved)``.
-
-    The backward is ``rule.backward(K, saved, g, needs)``; in reference mode
-    (``fast_kernels=False``, CPU only) ``rule`` is None and ``saved`` is the spec's VJP as a
-    function ``backward(g, needs)``. This is the eager hot path: keep it lean.
-    """
-    # Attribute-free ops of one or two same-typed values: one lookup gives the rule, kernels and
-    # output shape that a first call of that (op, type, shapes) found (see :data:`_SEEN`).
-    skey = None
-    if not attrs and fast is None:
-        n = len(vals)
-        if n == 2:
-            a, b = vals
-            ta = type(a)
-            if type(b) is ta:
-                skey = (name, ta, a.shape, b.shape)
-        elif n == 1:
-            ta = type(vals[0])
-            skey = (name, ta, vals[0].shape)
-        if skey is not None:
-            hit = _SEEN.get(skey)
-            if hit is not None and (hit[3] or _OPTS[0].fast_kernels):
-                rule, K, out_shape, _ = hit
-                y, saved = rule.forward(K, *vals)
-                if type(y) is not ta and isinstance(y, np.generic):
-                    y = np.asarray(y)
-                if y.shape != out_shape:
-                    raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
-                return y, rule, K, saved
-    d = _DISPATCH.get(name)
-    if d is None:
-        d = _dispatch(name)
-    spec, rule, arity, shape_rule = d
-    if arity >= 0 and len(vals) != arity:
-        raise TorchLeanError(f"{name}: expects {arity} array input(s), got {len(vals)}")
-    # One device lookup by the first value's type; values of mixed types take the full check.
-    tv = type(vals[0]) if vals else _ndarray
-    for v in vals:
-        if type(v) is not tv:
-            dev = _common_device(name, vals)
-            break
-    else:
-        dev = _DEVICE_OF_TYPE.get(tv)
-        if dev is None:
-            dev = _DEVICE_OF_TYPE[tv] = device_of(vals[0]) if vals else "cpu"
-    if attrs:
-        try:
-            out_shape = shape_rule(*[v.shape for v in vals], **attrs)
-        except TypeError as e:
-            if isinstance(e, TorchLeanError):
-                raise
-            raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
-    else:
-        n = len(vals)
-        key = (name, vals[0].shape) if n == 1 else (name, vals[0].shape, vals[1].shape) if n == 2 \
-            else (name, *[v.shape for v in vals])
-        out_shape = _SHAPE_CACHE.get(key)
-        if out_shape is None:
-            out_shape = tuple(shape_rule(*key[1:]))
-            if len(_SHAPE_CACHE) < 65536:
-                _SHAPE_CACHE[key] = out_shape
-    if fast is None:
-        fast = _OPTS[0].fast_kernels
-    if not fast and dev == "cpu":
-        y = np.asarray(spec.forward(*vals, **attrs))
-        # Spec code may compute in float64; results keep the inputs' dtype (a cast's is its target).
-        if vals and y.dtype != vals[0].dtype and y.dtype.kind == "f" and name != "cast":
-            y = y.astype(vals[0].dtype)
-
-        def backward(g, needs, _v=vals, _a=attrs):
-            grads = spec.vjp(g, *_v, **_a)
-            return tuple(None if (gr is None or not nd) else np.asarray(gr).astype(g.dtype, copy=False)
-                         for gr, nd in zip(grads, needs))
-        rule, K, saved = None, None, backward
-    else:
-        K = _K_OF.get(dev) or _kernels_of(dev)
-        y, saved = rule.forward(K, *vals, **attrs) if attrs else rule.forward(K, *vals)
-        if type(y) is not tv and type(y) is not _ndarray and isinstance(y, np.generic):
-            y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
-    if y.shape != out_shape and tuple(y.shape) != tuple(out_shape):
-        raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {tuple(out_shape)}")
-    if skey is not None and rule is not None and len(_SEEN) < 65536:
-        _SEEN[skey] = (rule, K, tuple(out_shape), dev != "cpu")
-    return y, rule, K, saved
-
-
 def run_op(name, vals, attrs, fast=None, needs=None):
     """Shape-check and run op ``name`` on values; returns ``(y, backward)``.
 
     ``backward(g, needs)`` returns one cotangent per input; when ``needs`` is given here,
     ``backward(g)`` uses it. In reference mode (``fast_kernels=False``, CPU only) the spec's
-    forward and VJP run instead of the device rule (see :func:`forward_op`).
+    forward and VJP run (see :func:`~torchlean.autograd.dispatch.forward_op`).
     """
     y, rule, K, saved = forward_op(name, vals, attrs, fast)
-    if rule is None:
-        def backward(g, needs=needs, _b=saved):
-            return _b(g, needs)
-    else:
-        def backward(g, needs=needs, _r=rule, _K=K, _s=saved):
-            return _r.backward(_K, _s, g, needs)
+
+    def backward(g, needs=needs, _r=rule, _K=K, _s=saved):
+        return _r.backward(_K, _s, g, needs)
     return y, backward
 
 
+def _accumulate(nodes, grads, owned, p, c, op):
+    """Add contribution ``c`` to the gradient of node ``p`` (in place once the sum is ours)."""
+    if isinstance(c, np.generic):
+        c = np.asarray(c)
+    pv = nodes[p].value
+    if c.shape != pv.shape:
+        raise ShapeError(f"{op}: gradient for parent {p} has shape {fmt_shapes(c.shape)}, "
+                         f"expected {fmt_shapes(pv.shape)}")
+    old = grads.get(p) if isinstance(grads, dict) else grads[p]
+    if old is None:
+        grads[p] = c
+    elif p in owned:
+        old += c
+    else:
+        s = old + c
+        grads[p] = np.asarray(s) if isinstance(s, np.generic) else s  # 0-d sums are NumPy scalars
+        owned.add(p)
+
+
+def sweep(nodes, grads, start, keep=(), at=None) -> None:
+    """Reverse accumulation over ``nodes[start], ..., nodes[0]``: the one backward loop, of the
+    tape and of compiled IR programs.
+
+    ``grads`` (a list, or a dict by node id) holds the seeds on entry and the gradients on exit.
+    Every node that consumes a node's value has a larger id than that node (leaves excepted: the
+    loop only adds to their gradients), so each node that requires grad and has a gradient runs
+    its backward once, after every consumer has added to that gradient. Contributions are
+    shape-checked against the parent's value; parents with ``requires_grad=False`` receive
+    nothing. With a dict, every gradient not in ``keep`` is freed as soon as its node has
+    consumed it. ``at`` (a one-element list), when given, holds the id of the node whose backward
+    runs, so that a caller can name the node an error came from.
+    """
+    owned = set()
+    is_dict = isinstance(grads, dict)
+    for i in range(start, -1, -1):
+        g = grads.get(i) if is_dict else grads[i]
+        if g is None:
+            continue
+        node = nodes[i]
+        if node.requires_grad and (node.rule is not None or node._bwd is not None):
+            if at is not None:
+                at[0] = i
+            rule = node.rule
+            contribs = rule.backward(node.K, node.saved, g, node.needs) if rule is not None else node._bwd(g)
+            for p, c in zip(node.parents, contribs):
+                if c is None or not nodes[p].requires_grad:
+                    continue
+                _accumulate(nodes, grads, owned, p, c, node.name or "op")
+        if is_dict and i not in keep:
+            del grads[i]
+
+
 class Tape:
-    """A grow-only list of :class:`Node`; ids are indices (API.md "Tape")."""
+    """A grow-only list of :class:`Node`; ids are indices (API.md "Tape").
+
+    ``fast_kernels`` (True or False) overrides the option of that name for this tape's ops.
+    """
 
     def __init__(self, fast_kernels: bool | None = None):
         self.nodes: list[Node] = []
@@ -270,7 +183,6 @@ class Tape:
         if not hasattr(value, "shape"):
             value = np.asarray(value)
         if requires_grad and value.dtype.kind != "f":
-            from ..errors import DTypeError
             raise DTypeError(f"leaf: only float values can require gradients, got dtype {value.dtype}")
         return self._push(Node(name, value, bool(requires_grad)))
 
@@ -293,12 +205,9 @@ class Tape:
         vals = [self.nodes[i].value for i in ids]
         y, rule, K, saved = forward_op(name, vals, attrs, self.fast_kernels)
         parents = tuple(ids)
-        rg = any(self.nodes[p].requires_grad for p in parents)
-        if not rg:
-            return self._push(Node(name, y, False, parents))
         needs = tuple(self.nodes[p].requires_grad for p in parents)
-        if rule is None:
-            return self._push(Node(name, y, True, parents, lambda g, _b=saved: _b(g, needs)))
+        if True not in needs:
+            return self._push(Node(name, y, False, parents))
         return self._push(rule_node(name, y, parents, rule, K, saved, needs))
 
     def unary(self, op_name, x_id, forward, backward) -> int:
@@ -327,48 +236,12 @@ class Tape:
             raise ShapeError(f"backward: seed shape {tuple(seed.shape)} does not match output shape {tuple(y.shape)}")
         return seed
 
-    def _accumulate(self, grads, owned, p, c, op):
-        if isinstance(c, np.generic):
-            c = np.asarray(c)
-        pv = self.nodes[p].value
-        if c.shape != pv.shape:
-            raise ShapeError(f"{op}: gradient for parent {p} has shape {fmt_shapes(c.shape)}, "
-                             f"expected {fmt_shapes(pv.shape)}")
-        old = grads.get(p) if isinstance(grads, dict) else grads[p]
-        if old is None:
-            grads[p] = c
-        elif p in owned:
-            old += c
-        else:
-            s = old + c
-            grads[p] = np.asarray(s) if isinstance(s, np.generic) else s  # 0-d sums are NumPy scalars
-            owned.add(p)
-
-    def _sweep(self, out_id, g0, grads, keep):
-        owned = set()
-        grads[out_id] = g0
-        nodes = self.nodes
-        is_dict = isinstance(grads, dict)
-        for i in range(out_id, -1, -1):
-            g = grads.get(i) if is_dict else grads[i]
-            if g is None:
-                continue
-            node = nodes[i]
-            if node.requires_grad and (node.rule is not None or node._bwd is not None):
-                rule = node.rule
-                contribs = rule.backward(node.K, node.saved, g, node.needs) if rule is not None else node._bwd(g)
-                for p, c in zip(node.parents, contribs):
-                    if c is None or not nodes[p].requires_grad:
-                        continue
-                    self._accumulate(grads, owned, p, c, node.name or "op")
-            if is_dict and i not in keep:
-                del grads[i]  # sparse mode frees each gradient as soon as it is consumed
-
     def backward(self, out_id: int, seed=None) -> list:
         """Dense reverse accumulation: a gradient for every id, zeros where unreached."""
         g0 = self._seed(out_id, seed)
         grads = [None] * len(self.nodes)
-        self._sweep(out_id, g0, grads, None)
+        grads[out_id] = g0
+        sweep(self.nodes, grads, out_id)
         for i, g in enumerate(grads):
             if g is None:
                 v = self.nodes[i].value
@@ -384,8 +257,8 @@ class Tape:
         g0 = self._seed(out_id, seed)
         keep = set(int(i) for i in retain)
         self._check_parents("backward_sparse", tuple(keep))
-        grads: dict = {}
-        self._sweep(out_id, g0, grads, keep)
+        grads = {out_id: g0}
+        sweep(self.nodes, grads, out_id, keep)
         out = {}
         for i in keep:
             g = grads.get(i)

@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from ..errors import DomainError, ShapeError
-from ..kernels import host
+from ..spec.rng import random_bits
 from ..tensor import from_numpy
 from .cache import cache_path, load_npz, save_npz_atomic
 
@@ -129,7 +129,7 @@ def _mode_normals(n_samples: int, m: int, seed: int) -> np.ndarray:
         raise ShapeError(f"gaussian_random_field: grid too large ({3 * m + 1} points)")
     out = np.empty((n_samples, m, 2))
     for i in range(n_samples):
-        bits = host.random_bits(4 * m, seed, _IC_STREAM, offset=i * _MODE_STRIDE)
+        bits = random_bits(4 * m, seed, _IC_STREAM, offset=i * _MODE_STRIDE)
         u = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / 2 ** 53)
         # Box-Muller per mode: two uniforms give the cos and sin normals of one pair.
         r = np.sqrt(-2.0 * np.log(1.0 - u[0::2]))

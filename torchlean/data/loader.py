@@ -28,7 +28,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..errors import DTypeError, IndexRangeError, ShapeError, TorchLeanError
-from ..kernels import get_kernels, host
+from ..kernels import get_kernels
+from ..spec.rng import uniform
 from ..tensor import Tensor, from_numpy, next_rng_key
 
 # Counter offsets keep the permutation streams of different uses apart, so a split
@@ -42,7 +43,7 @@ def permutation(n: int, seed: int, counter: int = 0) -> np.ndarray:
     ``argsort`` of float64 uniforms (53 random bits each); a stable sort breaks the
     (vanishingly rare) ties by index, so the result is a pure function of the key.
     """
-    u = host.rand_uniform((int(n),), int(seed), int(counter), np.float64)
+    u = uniform(int(n), int(seed), int(counter), np.float64)
     return np.argsort(u, kind="stable").astype(np.int64)
 
 
@@ -178,9 +179,9 @@ class TensorDataset(Dataset):
             else:
                 # Values already on the GPU are gathered there.
                 K = get_kernels("cuda")
-                g = v[K.xp.asarray(idx)]
+                g = K.gather_rows(v.reshape(v.shape[0], -1), idx).reshape((len(idx),) + v.shape[1:])
                 if g.dtype.kind in "iu" and g.dtype != np.int64:
-                    g = g.astype(np.int64)
+                    g = K.astype(g, np.int64)
                 out.append(Tensor(g) if device in (None, "cuda") else _wrap(K.to_host(g), device))
         return tuple(out)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DomainError, IndexRangeError, ShapeError, TorchLeanError
-from ..kernels import host
+from ..spec.rng import uniform
 from ..tensor import Tensor, from_numpy
 from .loader import Dataset, _check_index, _check_indices, _wrap, permutation
 
@@ -207,7 +207,7 @@ def char_lm_batches(ids, block_size: int, batch_size: int, seed: int = 0, num_ba
     n = len(ds)
     j = 0
     while num_batches is None or j < num_batches:
-        u = host.rand_uniform((int(batch_size),), int(seed), _BATCH_STREAM + j, np.float64)
+        u = uniform(int(batch_size), int(seed), _BATCH_STREAM + j, np.float64)
         starts = np.minimum((u * n).astype(np.int64), n - 1)
         yield ds.batch(starts, device)
         j += 1

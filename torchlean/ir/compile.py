@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..autograd.rules import RULES
+from ..autograd import Node as TapeNode
+from ..autograd import RULES, sweep
 from ..errors import AutogradError, DeviceError, IRError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
@@ -123,19 +124,19 @@ def _host_cast(v, dtype):
 
 
 class _Step:
-    __slots__ = ("node", "op", "fwd", "bwd", "args", "attrs", "out", "rg", "needs", "k")
+    __slots__ = ("node", "op", "fwd", "args", "attrs", "out", "rg", "needs", "k", "tnode")
 
-    def __init__(self, node, rule, args, attrs, out, rg, needs, k):
-        self.node = node
+    def __init__(self, node, rule, args, attrs, out, rg, needs, k, tnode):
+        self.node = node          # the IR node it lowers
         self.op = rule.name
         self.fwd = rule.forward
-        self.bwd = rule.backward
-        self.args = args
+        self.args = args          # argument slots
         self.attrs = attrs
-        self.out = out
+        self.out = out            # its slot
         self.rg = rg
         self.needs = needs
         self.k = k
+        self.tnode = tnode        # the tape node of its slot (value, saved, rule for the backward)
 
 
 def _fmt_attrs(attrs) -> str:
@@ -150,7 +151,9 @@ class Program:
 
     Built by :func:`compile`. Attributes: ``graph``, ``device``, ``dtype``, ``steps``
     (one per non-leaf node, in order; each knows its argument slots), ``slot_of``
-    (node id -> value slot; a pass-through node shares its parent's slot).
+    (node id -> value slot; a pass-through node shares its parent's slot), ``nodes`` (one tape
+    node per slot: a call writes each step's value and saved state there, and
+    :meth:`backward` is the tape's own reverse loop, :func:`torchlean.autograd.sweep`, over them).
 
     **Values.** Inputs may be NumPy arrays, CuPy arrays or Tensors; they are
     converted to the program's device and dtype (float inputs of another dtype
@@ -184,31 +187,25 @@ class Program:
         self.shapes = [tuple(s) for s in shapes]
         self.slot_of: list[int] = [0] * n
         slot_shape: list = []
-        env0: list = []
-        rg: list = []
+        nodes: list = []
         self.param_slots: dict = {}          # payload key -> slot (const/param values included)
         self.input_slots: list = []          # (index, slot, shape) in index order
         self.steps: list[_Step] = []
 
         # Slot i holds node i's value; payload weights of parameterised nodes get slots n, n+1, ...
+        # (leaves: the reverse loop never visits them, it only adds to their gradients).
         slot_shape.extend(self.shapes)
-        env0.extend([None] * n)
-        rg.extend([False] * n)
-
-        def set_slot(s, value, requires):
-            env0[s] = value
-            rg[s] = requires
-            return s
+        nodes.extend(TapeNode(gn.kind, None, False) for gn in g.nodes)
 
         def upload(key, requires, slot=None):
             a = _host_cast(payload[key], self.dtype)
             v = K.from_host(np.asarray(a, order="C"), a.dtype)
             if slot is None:
                 slot_shape.append(tuple(a.shape))
-                env0.append(None)
-                rg.append(False)
-                slot = len(env0) - 1
-            set_slot(slot, v, requires and a.dtype.kind == "f")
+                nodes.append(TapeNode(f"{key[0]}.{key[1]}", None, False))
+                slot = len(nodes) - 1
+            nodes[slot].value = v
+            nodes[slot].requires_grad = bool(requires and a.dtype.kind == "f")
             self.param_slots[key] = slot
             return slot
 
@@ -217,7 +214,7 @@ class Program:
             s = node.id
             if kind == "input":
                 index = int(node.attrs["index"])
-                set_slot(s, None, grad_inputs is None or index in grad_inputs)
+                nodes[s].requires_grad = grad_inputs is None or index in grad_inputs
                 self.input_slots.append((int(node.attrs["index"]), s, tuple(node.out_shape)))
             elif kind in ("const", "param"):
                 upload((node.id, "value"), kind == "param", s)
@@ -241,15 +238,17 @@ class Program:
                         args.extend(self.slot_of[p] for p in node.parents)
                     else:
                         args.append(upload((node.id, name), name not in NON_TRAINABLE))
-                needs = tuple(rg[a] for a in args)
-                set_slot(s, None, any(needs))
-                self.steps.append(_Step(node, rule, tuple(args), dict(node.attrs), s, any(needs), needs,
-                                        len(self.steps)))
+                needs = tuple(nodes[a].requires_grad for a in args)
+                tn = nodes[s]
+                tn.requires_grad = any(needs)
+                tn.parents = tuple(args)
+                tn.rule, tn.K, tn.saved, tn.needs = rule, K, None, needs
+                self.steps.append(_Step(node, rule, tuple(args), dict(node.attrs), s, tn.requires_grad, needs,
+                                        len(self.steps), tn))
             self.slot_of[node.id] = s
         self.input_slots.sort()
-        self._env0 = env0
+        self.nodes = nodes
         self._slot_shape = slot_shape
-        self._rg = rg
         self.output_slots = [self.slot_of[o] for o in g.outputs]
         # Steps that the outputs depend on: a plain call runs only these.
         live = set(self.output_slots)
@@ -257,15 +256,14 @@ class Program:
             if st.out in live:
                 live.update(st.args)
         self._live = [st for st in self.steps if st.out in live]
-        self.grad_slots: dict = {("input", i): s for i, s, _ in self.input_slots if rg[s]}
+        self.grad_slots: dict = {("input", i): s for i, s, _ in self.input_slots if nodes[s].requires_grad}
         for key, s in self.param_slots.items():
-            if rg[s]:
+            if nodes[s].requires_grad:
                 self.grad_slots[key] = s
         self._gbuf: dict = {}                # grad key -> preallocated gradient array
         self._ones: list | None = None       # preallocated default seeds
-        self._env: list | None = None        # the last call's values (kept for backward)
-        self._saved: list = [None] * len(self.steps)
-        self._ran: list = []                 # the steps the last call ran
+        self._ran = None                     # the steps the last call ran (None: no call yet)
+        self._sweep_at = [None]              # the slot whose backward runs (for error reports)
         self._graph_mode = None              # a _CudaGraph once captured
         self._failed_step = None             # the step that raised last, for error reports
 
@@ -291,39 +289,39 @@ class Program:
     def _start(self, inputs):
         if len(inputs) != len(self.input_slots):
             raise ShapeError(f"program: the graph takes {len(self.input_slots)} input(s), got {len(inputs)}")
-        env = list(self._env0)
+        nodes = self.nodes
         for (k, s, shape), x in zip(self.input_slots, inputs):
-            env[s] = self._input(k, x, shape)
-        return env
+            nodes[s].value = self._input(k, x, shape)
 
-    def _run(self, env, steps, check_shapes=False):
+    def _run(self, steps, check_shapes=False):
         K = self.K
-        saved = self._saved
+        nodes = self.nodes
         cpu = self._cpu
         st = None
+        self._ran = None
         try:
             for st in steps:
-                y, s = st.fwd(K, *[env[a] for a in st.args], **st.attrs)
+                y, s = st.fwd(K, *[nodes[a].value for a in st.args], **st.attrs)
                 if cpu and type(y) is not _ndarray:
                     y = np.asarray(y)  # NumPy turns 0-d results into scalars; programs hold arrays
                 if check_shapes and tuple(y.shape) != self._slot_shape[st.out]:
                     raise ShapeError(f"program: node {st.node.id} ({st.node.kind}) produced shape "
                                      f"{tuple(y.shape)}, the graph declares {self._slot_shape[st.out]}")
-                env[st.out] = y
-                saved[st.k] = s if st.rg else None
+                tn = st.tnode
+                tn.value = y
+                tn.saved = s if st.rg else None
         except Exception:
             self._failed_step = st  # lets callers (CUDA graph capture) name the node
             raise
-        self._env = env
         self._ran = steps
 
     def __call__(self, *inputs):
         """Run the program; the graph's outputs as device arrays (a list when there are several)."""
         if self._graph_mode is not None:
             return self._graph_mode.forward(inputs)
-        env = self._start(inputs)
-        self._run(env, self._live)
-        outs = [env[s] for s in self.output_slots]
+        self._start(inputs)
+        self._run(self._live)
+        outs = [self.nodes[s].value for s in self.output_slots]
         return outs[0] if len(outs) == 1 else outs
 
     def run_all(self, *inputs) -> list:
@@ -335,9 +333,9 @@ class Program:
         if self._graph_mode is not None:
             raise DeviceError("run_all: a program in CUDA graph mode only replays its captured step; "
                               "compile without cuda_graph=True to inspect every node")
-        env = self._start(inputs)
-        self._run(env, self.steps, check_shapes=True)
-        return [env[s] for s in self.slot_of]
+        self._start(inputs)
+        self._run(self.steps, check_shapes=True)
+        return [self.nodes[s].value for s in self.slot_of]
 
     # -- reverse accumulation -------------------------------------------------------------------
     def _seeds(self, seed):
@@ -360,16 +358,16 @@ class Program:
         return res
 
     def _value_dtype(self, s):
-        v = self._env[s] if self._env is not None else None
+        v = self.nodes[s].value
         return v.dtype if v is not None else self.dtype
 
     def _grad_buffers(self):
         if not self._gbuf:
             K = self.K
             for key, s in self.grad_slots.items():
-                dt = self._env0[s].dtype if self._env0[s] is not None else self.dtype
+                v = self.nodes[s].value
+                dt = v.dtype if v is not None and key[0] != "input" else self.dtype
                 self._gbuf[key] = K.zeros(self._slot_shape[s], dt)
-            self._gslot = {s: key for key, s in self.grad_slots.items()}
         return self._gbuf
 
     def backward(self, seed=None) -> dict:
@@ -383,73 +381,39 @@ class Program:
         """
         if self._graph_mode is not None:
             return self._graph_mode.backward(seed)
-        if self._env is None:
+        if self._ran is None:
             raise AutogradError("backward: run the program (prog(*inputs)) before backward")
         return self._backward(self._seeds(seed))
 
     def _backward(self, seeds):
         K = self.K
         bufs = self._grad_buffers()
-        gslot = self._gslot
-        written = set()
-        grads: list = [None] * len(self._slot_shape)
-        owned = set()
-        rg = self._rg
-        shapes = self._slot_shape
-
-        def accumulate(p, c, where):
-            if type(c) is not _ndarray and isinstance(c, np.generic):
-                c = np.asarray(c)
-            if tuple(c.shape) != shapes[p]:
-                raise ShapeError(f"backward: {where} gives a gradient of shape {tuple(c.shape)} "
-                                 f"for a value of shape {shapes[p]}")
-            key = gslot.get(p)
-            if key is not None:
-                buf = bufs[key]
-                if p in written:
-                    buf += c
-                else:
-                    buf[...] = c
-                    written.add(p)
-                return
-            old = grads[p]
-            if old is None:
-                grads[p] = c
-            elif p in owned:
-                old += c
-            else:
-                s = old + c
-                if type(s) is not _ndarray and isinstance(s, np.generic):
-                    s = np.asarray(s)  # 0-d + 0-d is a NumPy scalar, which += would not update in place
-                grads[p] = s
-                owned.add(p)
-
+        nodes = self.nodes
+        grads: dict = {}
+        start = -1
         for s, g in zip(self.output_slots, seeds):
-            if g is not None and rg[s]:
-                accumulate(s, g, "the seed")
-        st = None
+            if g is not None and nodes[s].requires_grad:
+                grads[s] = g if s not in grads else grads[s] + g
+                start = max(start, s)
+        keep = set(self.grad_slots.values())
         try:
-            for st in reversed(self._ran):
-                g = grads[st.out]
-                if g is None or not st.rg:
-                    continue
-                grads[st.out] = None  # consumed: free it as the tape's sparse mode does
-                contribs = st.bwd(K, self._saved[st.k], g, st.needs)
-                for a, c in zip(st.args, contribs):
-                    if c is not None and rg[a]:
-                        accumulate(a, c, f"node {st.node.id} ({st.node.kind})")
+            sweep(nodes, grads, start, keep, self._sweep_at)
         except Exception:
-            self._failed_step = st
+            at = self._sweep_at[0]
+            self._failed_step = next((st for st in self.steps if st.out == at), None)
             raise
         for key, buf in bufs.items():
-            if self.grad_slots[key] not in written:
-                buf.fill(0)
+            g = grads.get(self.grad_slots[key])
+            if g is None:
+                K.fill(buf, 0)
+            else:
+                K.assign(buf, g)
         return dict(bufs)
 
     # -- payload ----------------------------------------------------------------------------------
     def param(self, key):
         """The device array a payload entry was uploaded to (``key`` as in the payload)."""
-        return self._env0[self.param_slots[key]]
+        return self.nodes[self.param_slots[key]].value
 
     def bind_param(self, key, value) -> None:
         """Use ``value`` (a device array of the entry's shape) as payload entry ``key`` from now on.
@@ -463,11 +427,11 @@ class Program:
             raise DeviceError("bind_param: a CUDA graph program's payload buffers are fixed; "
                               "copy new values into prog.param(key) instead")
         s = self.param_slots[key]
-        old = self._env0[s]
+        old = self.nodes[s].value
         v = self._input(f"payload {key}", value, self._slot_shape[s])
         if v.dtype != old.dtype:
             v = self.K.astype(v, old.dtype)
-        self._env0[s] = v
+        self.nodes[s].value = v
 
     def format(self) -> str:
         """The program listing: one line per step, ``%out = op(%args)`` with the node it lowers."""
@@ -530,52 +494,31 @@ def compile(g: Graph, payload=None, device: str = "cpu", dtype=np.float32,  # no
 
 
 class _CudaGraph:
-    """The CUDA graph mode of a :class:`Program` (see :func:`compile`).
-
-    Memory: CuPy's pool hands a freed block to the next allocation of its size, and
-    a graph replays writes into the blocks it was captured with. A block freed
-    after capture (a forward temporary, say) and then given to other code would
-    be overwritten by every replay. So the capture allocates from a private
-    :class:`cupy.cuda.MemoryPool` that nothing else uses, kept alive with the
-    graphs; blocks reused *within* the captured work are fine, since a replay
-    runs in the captured order. The warm-up step before capture runs on the
-    capture stream with the same pool, so the capture is served from cached
-    blocks (and compiles kernels, creates cuBLAS/cuFFT state) outside capture.
-
-    Matrix products: CuPy's cuBLAS wrappers refuse to run during capture, so the warm-up
-    and the capture run inside :func:`torchlean.kernels.cuda.gemm.capture_scope`, which
-    sends them to direct cuBLAS calls with a workspace taken from the private pool before
-    capture (cuBLAS then allocates nothing inside the graphs). The warm-up thereby makes
-    the same calls, and the same allocations, as the capture.
-    """
+    """The CUDA graph mode of a :class:`Program` (see :func:`compile`): the forward and the
+    backward captured with :class:`torchlean.kernels.cuda.graphs.GraphCapture` (a private memory
+    pool, a capture stream, direct cuBLAS calls), after one warm-up step in the same scope, which
+    compiles every kernel and fills the pool."""
 
     def __init__(self, prog: Program):
-        from ..kernels.cuda import gemm
-
         K = prog.K
-        cp = K.xp
         self.prog = prog
-        self.pool = cp.cuda.MemoryPool()
-        self.stream = cp.cuda.Stream(non_blocking=True)
         self.ran = False
         outs = prog.output_slots
-        # The payload was uploaded on the legacy stream, which a non-blocking stream does not wait for.
-        cp.cuda.Device().synchronize()
-        with cp.cuda.using_allocator(self.pool.malloc), self.stream, \
-                gemm.capture_scope(self.stream) as self.workspace:
+        self.capture = K.graph_capture()
+        with self.capture.scope():
             self.inputs = [K.zeros(shape, prog.dtype) for _, _, shape in prog.input_slots]
             try:
-                prog._run(prog._start(self.inputs), prog._live)
+                prog._start(self.inputs)
+                prog._run(prog._live)
                 self.seeds = [K.full(prog._slot_shape[s], 1.0, prog._value_dtype(s)) for s in outs]
                 prog._backward(self.seeds)
             except Exception as e:
                 raise self._error("the warm-up step", e) from e
-            self.stream.synchronize()
             # Hand the warm-up's values back to the private pool for the capture to reuse.
-            prog._env = None
-            prog._saved = [None] * len(prog.steps)
-            self.fwd = self._capture("the forward", lambda: prog._run(prog._start(self.inputs), prog._live))
-            self.outputs = [prog._env[s] for s in outs]
+            for st in prog.steps:
+                st.tnode.value = st.tnode.saved = None
+            self.fwd = self._capture("the forward", lambda: (prog._start(self.inputs), prog._run(prog._live)))
+            self.outputs = [prog.nodes[s].value for s in outs]
             self.bwd = self._capture("the backward", lambda: prog._backward(self.seeds))
             self.grads = dict(prog._gbuf)
         self.seeds_are_ones = True
@@ -589,47 +532,39 @@ class _CudaGraph:
                            f"cuda_graph=True to run this graph")
 
     def _capture(self, what, fn):
-        s = self.stream
         self.prog._failed_step = None
-        s.begin_capture()
         try:
-            fn()
-        except Exception as e:
-            try:
-                s.end_capture()
-            except Exception:  # noqa: BLE001 - the capture is already invalid; report the first cause
-                pass
-            raise self._error(what, e) from e
-        try:
-            return s.end_capture()
+            return self.capture.capture(fn)
         except Exception as e:
             raise self._error(what, e) from e
 
     def forward(self, inputs):
         prog = self.prog
+        K = prog.K
         if len(inputs) != len(self.inputs):
             raise ShapeError(f"program: the graph takes {len(self.inputs)} input(s), got {len(inputs)}")
         for (k, _, shape), buf, x in zip(prog.input_slots, self.inputs, inputs):
-            buf[...] = prog._input(k, x, shape)
+            K.assign(buf, prog._input(k, x, shape))
         self.fwd.launch()
         self.ran = True
         outs = self.outputs
         return outs[0] if len(outs) == 1 else list(outs)
 
     def backward(self, seed):
+        K = self.prog.K
         if not self.ran:
             raise AutogradError("backward: run the program (prog(*inputs)) before backward")
         if seed is None:
             if not self.seeds_are_ones:
                 for b in self.seeds:
-                    b.fill(1)
+                    K.fill(b, 1)
                 self.seeds_are_ones = True
         else:
             for b, g in zip(self.seeds, self.prog._seeds(seed)):
                 if g is None:
-                    b.fill(0)
+                    K.fill(b, 0)
                 else:
-                    b[...] = g
+                    K.assign(b, g)
             self.seeds_are_ones = False
         self.bwd.launch()
         return dict(self.grads)

@@ -1,7 +1,7 @@
 """Tracing: record a front-end call as an IR graph and its payload.
 
 :func:`trace` runs ``module_or_fn(*example_inputs)`` once with a tracer hooked into
-the front end (``torchlean.tensor._TRACER``), which sees every op that goes through
+the front end's recording (:func:`torchlean.autograd.tracing`), which sees every op that goes through
 the tape's dispatch, in any grad mode (so code under ``no_grad`` is traced too).
 
 * Example inputs become ``input`` nodes (``index`` = argument position).
@@ -36,13 +36,13 @@ threads run meanwhile are not recorded.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import IRError, TorchLeanError
-from ..tensor import _TRACER, Tensor
+from ..autograd import tracing
+from ..tensor import Tensor
 from .graph import PARAM_INPUTS, PARENTS, Graph, Node, Payload
 from .infer import check
 
@@ -95,7 +95,6 @@ class _Recorder:
         self.node_of: dict = {}         # id(tensor) -> node id
         self.computed: set = set()      # node ids that are not leaves (input or op nodes)
         self.keep: list = []            # every tensor seen, so no id() is reused while tracing
-        self.thread = threading.get_ident()
         self.n_params = 0
 
     def _add(self, kind, parents, shape, attrs=None) -> int:
@@ -134,8 +133,6 @@ class _Recorder:
         return i
 
     def __call__(self, name, ts, attrs, out):
-        if threading.get_ident() != self.thread:
-            return
         attrs = {k: _host_attr(v) for k, v in attrs.items()}
         layout = PARAM_INPUTS.get(name)
         if layout is None:
@@ -211,13 +208,8 @@ def trace_call(module_or_fn, *example_inputs) -> Traced:
     rec = _Recorder(params)
     for k, x in enumerate(inputs):
         rec.add_input(x, k)
-    slot = _TRACER
-    prev = slot[0]
-    slot[0] = rec
-    try:
+    with tracing(rec):
         res = module_or_fn(*inputs)
-    finally:
-        slot[0] = prev
     single = not isinstance(res, (tuple, list))
     outs = tuple(rec.output(t) for t in ([res] if single else res))
     if not outs:

@@ -1,5 +1,10 @@
 """Kernel surfaces by device: ``get_kernels("cpu" | "cuda")``.
 
+A surface has exactly the names of the contract (:data:`~torchlean.kernels.api.KERNELS`) and the
+attribute ``device``. Each comes from the module of its family: ``kernels/host/<family>.py`` on
+the CPU, ``kernels/cuda/<family>.py`` on a GPU (CuPy is imported only when ``"cuda"`` is first
+used). A kernel a device lacks raises :class:`~torchlean.errors.DeviceError` saying so.
+
     >>> from torchlean.kernels import get_kernels
     >>> K = get_kernels("cpu")
     >>> K.reduce_sum_axis0(K.from_host(__import__("numpy").ones((2, 3)), "float32")).tolist()
@@ -8,29 +13,38 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from types import SimpleNamespace
 
-from ..errors import BackendUnavailableError, DeviceError
-from .api import KERNELS, check_surface, check_indices
+import numpy as np
 
-_CACHE: dict[str, SimpleNamespace] = {}
+from ..errors import BackendUnavailableError, DeviceError
+from . import cuda  # the optional backend: CuPy is imported on its first use, not here
+from .api import CONTRACT, KERNELS, check_indices, check_surface
+
 DEVICES = ("cpu", "cuda")
 
 
-def _namespace(device: str, modules) -> SimpleNamespace:
-    ns = {}
-    for m in modules:
-        for name in dir(m):
-            if not name.startswith("_"):
-                ns[name] = getattr(m, name)
-    k = SimpleNamespace(**ns)
-    k.device = device
-    missing = check_surface(k, device)
-    if missing and device == "cpu":
+def surface(device: str, package: str, strict: bool) -> SimpleNamespace:
+    """The surface of ``device`` from the family modules of ``package``: each family module gives
+    its own contract names and nothing else. ``strict``: a missing kernel is a bug (the CPU, the
+    reference surface); otherwise it becomes a kernel that raises DeviceError."""
+    ns = {"device": device, "to_device": to_device}
+    missing = []
+    for family, names in CONTRACT.items():
+        mod = import_module(f"{package}.{family}")
+        for name in names:
+            if name in ns:
+                continue
+            fn = getattr(mod, name, None)
+            if callable(fn):
+                ns[name] = fn
+            else:
+                missing.append(name)
+                ns[name] = _unsupported(name, device)
+    if missing and strict:
         raise RuntimeError(f"kernel surface for {device!r} lacks: {', '.join(missing)}")
-    # A kernel not yet written for a device raises an error that says so when called.
-    for name in missing:
-        setattr(k, name, _unsupported(name, device))
+    k = SimpleNamespace(**ns)
     k.unsupported = tuple(missing)
     return k
 
@@ -42,20 +56,67 @@ def _unsupported(name: str, device: str):
     return kernel
 
 
+def to_device(x, device: str):
+    """``x`` (an array of any device) on ``device``; ``x`` itself when it is already there."""
+    src = "cpu" if isinstance(x, (np.ndarray, np.generic)) else "cuda"
+    if src == device:
+        return x
+    if device == "cpu":
+        return get_kernels(src).to_host(x)
+    return get_kernels(device).from_host(x, x.dtype)
+
+
+HOST = surface("cpu", f"{__name__}.host", strict=True)
+
+
 def get_kernels(device: str = "cpu") -> SimpleNamespace:
     """The kernel surface of ``device``; CuPy is imported only on first use of ``"cuda"``."""
-    k = _CACHE.get(device)
-    if k is not None:
-        return k
     if device == "cpu":
-        from . import host, host_conv, host_nn
-        k = _namespace("cpu", [host, host_conv, host_nn])
-    elif device == "cuda":
-        from .cuda import load_modules
-        k = _namespace("cuda", load_modules())
-    else:
-        raise DeviceError(f"unknown device {device!r}; expected one of {DEVICES}")
-    _CACHE[device] = k
+        return HOST
+    if device == "cuda":
+        k = cuda.SURFACE.get("cuda")
+        if k is None:
+            cuda.load()
+            k = cuda.SURFACE["cuda"] = surface("cuda", cuda.__name__, strict=False)
+        return k
+    raise DeviceError(f"unknown device {device!r}; expected one of {DEVICES}")
+
+
+_PRECISION = {"fp32": np.float32, "fp64": np.float64}
+
+
+def routed(host, gpu, precision: str) -> SimpleNamespace:
+    """``host`` with matmul, bmm, linear and linear_bwd computed on the surface ``gpu``: the
+    inputs are uploaded (rounded to float32 for ``"fp32"``), multiplied there (SGEMM or DGEMM on
+    CUDA), and the result comes back in the inputs' dtype."""
+    dt = _PRECISION[precision]
+
+    def mm(a, b):
+        return host.astype(gpu.to_host(gpu.matmul(gpu.from_host(a, dt), gpu.from_host(b, dt))), a.dtype)
+
+    def linear(x, w, b=None):
+        y = mm(x, host.transpose2d(w))
+        return y if b is None else host.add(y, b)
+
+    def linear_bwd(x, w, g, need_x=True, need_w=True, need_b=True):
+        g2 = g.reshape(-1, g.shape[-1])
+        dx = mm(g, w) if need_x else None
+        dw = mm(host.transpose2d(g2), x.reshape(-1, x.shape[-1])) if need_w else None
+        db = host.sum(g2, (0,), False) if need_b else None
+        return dx, dw, db
+
+    return SimpleNamespace(**{**vars(host), "matmul": mm, "bmm": mm, "linear": linear, "linear_bwd": linear_bwd})
+
+
+def routed_host(precision: str) -> SimpleNamespace:
+    """The CPU surface with its matrix products routed to cuBLAS (the seeds' ``use_gpu`` hint, in
+    ``precision`` "fp32" or "fp64"), or the plain CPU surface when no GPU is present."""
+    if not cuda_available():
+        return HOST
+    key = ("cpu", precision)
+    k = cuda.SURFACE.get(key)
+    if k is None:
+        k = cuda.SURFACE[key] = routed(HOST, get_kernels("cuda"), precision)
     return k
 
 
@@ -68,4 +129,5 @@ def cuda_available() -> bool:
         return False
 
 
-__all__ = ["get_kernels", "cuda_available", "KERNELS", "check_indices", "DEVICES"]
+__all__ = ["get_kernels", "cuda_available", "KERNELS", "CONTRACT", "check_indices", "check_surface", "DEVICES",
+           "HOST", "to_device", "routed", "routed_host"]

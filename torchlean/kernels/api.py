@@ -20,228 +20,201 @@ asserts that an implementation has all of them and names any that is missing.
 
 from __future__ import annotations
 
-import weakref
+from ..spec.index import UINT32_LIMIT, check_indices  # noqa: F401  (part of the contract)
 
-import numpy as np
-
-from ..errors import IndexRangeError
-
-KERNELS: dict[str, str] = {
-    # ---- the seeds' Cuda.Kernels surface ------------------------------------------------------
-    "reduce_sum_axis0": "(x[rows, cols]) -> [cols]: sum down the rows",
-    "reduce_sum_axis1": "(x[rows, cols]) -> [rows]: sum across the columns",
-    "reduce_max_axis0": "(x[rows, cols]) -> [cols]: max down the rows (rows >= 1)",
-    "reduce_max_axis1": "(x[rows, cols]) -> [rows]: max across the columns (cols >= 1)",
-    "reduce_sum_axis": "(x, axis) -> x with `axis` summed out (N-D, row-major)",
-    "concat1d": "(a[n], b[m]) -> [n + m]",
-    "slice1d": "(x[n], start, length) -> [length] = x[start:start+length] (start+length <= n)",
-    "broadcast_vec_to_rows": "(v[cols], rows) -> [rows, cols] with out[i, j] = v[j]",
-    "broadcast_vec_to_cols": "(v[rows], cols) -> [rows, cols] with out[i, j] = v[i]",
-    "broadcast_to": "(x, in_dims, out_dims, axis_map) -> [out_dims]: the seeds' axis-map broadcast (shape.py)",
-    "reduce_from_broadcast_to": "(g, in_dims, out_dims, axis_map) -> [in_dims]: adjoint of broadcast_to (sums)",
-    "swap_adjacent_at_depth": "(x, dims, depth) -> swaps axes depth and depth+1; identity if depth+1 >= len(dims)",
-    "transpose2d": "(x[rows, cols]) -> [cols, rows] (a contiguous copy)",
-    "bmm": "(a[batch, m, n], b[batch, n, p]) -> [batch, m, p]",
-    "gather_vec": "(v[n], indices[k]) -> [k]; out-of-bounds -> 0",
-    "gather_rows": "(mat[rows, cols], indices[k]) -> [k, cols]; out-of-bounds -> zero row",
-    "scatter_add": "(x[n], values[k], indices[k]) -> copy of x with out[idx[j]] += values[j]; OOB ignored",
-    "scatter_add_row": "(mat[rows, cols], row[cols], i) -> copy of mat with out[i, :] += row; OOB ignored",
-    "scatter_add_rows": "(mat[rows, cols], values[k, cols], indices[k]) -> copy with rows added; OOB ignored",
-    # ---- memory and transfer -------------------------------------------------------------------
-    "zeros": "(shape, dtype) -> zero-filled array",
-    "full": "(shape, value, dtype) -> array filled with value",
-    "empty": "(shape, dtype) -> uninitialised array (callers write every element)",
-    "copy": "(x) -> a contiguous copy",
-    "from_host": "(a: np.ndarray, dtype) -> device array; float64 -> float32 rounds to nearest even",
-    "to_host": "(x) -> np.ndarray copy on the host",
-    "astype": "(x, dtype) -> x converted (a copy only if the dtype differs)",
-    "ascontiguous": "(x) -> x if row-major contiguous, else a contiguous copy",
-    # ---- elementwise (NumPy broadcasting) ------------------------------------------------------
-    "add": "(a, b) -> a + b", "sub": "(a, b) -> a - b", "mul": "(a, b) -> a * b",
-    "div": "(a, b) -> a / b", "maximum": "(a, b)", "minimum": "(a, b)",
-    "scale": "(x, c) -> c * x for a Python scalar c",
-    "add_scalar": "(x, c) -> x + c",
-    "neg": "(x)", "pow_scalar": "(x, p) -> x ** p", "abs": "(x)", "sqrt": "(x)",
-    "exp": "(x)", "log": "(x) (IEEE: -inf at 0, nan below)", "inv": "(x) -> 1 / x",
-    "sin": "(x)", "cos": "(x)", "relu": "(x)", "sigmoid": "(x)", "tanh": "(x)",
-    "softplus": "(x) -> max(x, 0) + log1p(exp(-|x|))", "silu": "(x)",
-    "gelu": "(x, approximate) approximate in {'none', 'tanh'}",
-    "safe_log": "(x) -> log(softplus(x) + 1e-6)",
-    "clamp": "(x, lo, hi) lo/hi may be None",
-    "where": "(cond: bool array, a, b)",
-    "sign": "(x) -> -1, 0 or 1",
-    "compare": "(a, b, op) op in {'lt','le','gt','ge','eq','ne'} -> bool array",
-    # ---- fused backward of elementwise ops (one pass on CUDA) ----------------------------------
-    "relu_bwd": "(x, g) -> g * (x > 0)",
-    "abs_bwd": "(x, g) -> g * sign(x)",
-    "sqrt_bwd": "(y, g) -> g * 0.5 / y where y > 0 else 0 (y = sqrt(x))",
-    "sigmoid_bwd": "(y, g) -> g * y * (1 - y)",
-    "tanh_bwd": "(y, g) -> g * (1 - y * y)",
-    "softplus_bwd": "(x, g) -> g * sigmoid(x)",
-    "silu_bwd": "(x, g) -> g * s * (1 + x * (1 - s)), s = sigmoid(x)",
-    "gelu_bwd": "(x, g, approximate)",
-    "safe_log_bwd": "(x, g) -> g * sigmoid(x) / (softplus(x) + 1e-6)",
-    "clamp_bwd": "(x, g, lo, hi) -> g where lo < x < hi else 0",
-    "minmax_bwd": "(a, b, g, is_max) -> (ga, gb) full-size; ties split 1/2-1/2",
-    "pow_bwd": "(x, g, p) -> g * p * x ** (p - 1)",
-    # ---- reductions ----------------------------------------------------------------------------
-    "sum": "(x, axes: tuple | None, keepdim) -> sum over axes (all if None)",
-    "mean": "(x, axes, keepdim)",
-    "amax": "(x, axis, keepdim) -> max over one axis",
-    "max_bwd": "(x, y_keepdim, g_keepdim, axis) -> g routed to the first maximal entry along axis",
-    "sum_to_shape": "(g, shape) -> adjoint of NumPy broadcasting of an array of `shape` to g.shape",
-    # ---- linear algebra ------------------------------------------------------------------------
-    "matmul": "(a, b) -> NumPy matmul semantics (2-D, batched with broadcast prefixes)",
-    "linear": "(x[..., in], w[out, in], b[out] | None) -> x @ w.T + b",
-    "linear_bwd": "(x, w, g, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
-    # ---- softmax family and losses (last axis, leading axes folded into rows) ------------------
-    "softmax": "(x) -> softmax over the last axis",
-    "softmax_bwd": "(y, g) -> y * (g - sum(g * y, -1))",
-    "log_softmax": "(x) -> x - max - log sum exp(x - max), directly",
-    "log_softmax_bwd": "(y, g) -> g - exp(y) * sum(g, -1)",
-    "masked_softmax": "(x, mask) -> softmax with blocked (mask == 0) weights exactly 0; fully blocked rows 0",
-    "mse_loss": "(yhat, target) -> 0-d mean((yhat - target) ** 2)",
-    "mse_loss_bwd": "(yhat, target, g) -> (2 g (yhat - t) / n, -same)",
-    "nll_loss": "(logp[N, C], target[N] int64, weight[C] | None, ignore_index, reduction) -> loss",
-    "nll_loss_bwd": "(logp, target, weight, ignore_index, reduction, g) -> dlogp",
-    # ---- random numbers (counter-based: the same numbers on every device) ----------------------
-    "rand_uniform": "(shape, seed, counter, dtype) -> U[0, 1) keyed by (seed, counter, element index)",
-    "randn": "(shape, seed, counter, dtype) -> N(0, 1) by Box-Muller over the same stream",
-    "bernoulli_mask": "(shape, p_keep, seed, counter, dtype) -> 1.0 where U < p_keep else 0.0",
-    # ---- optimizer steps (in place on param and state arrays) ----------------------------------
-    "sgd_step": "(p, g, buf | None, lr, momentum, dampening, weight_decay, nesterov, first) -> None",
-    "adam_step": "(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad_vmax | None) -> None",
-    "adagrad_step": "(p, g, sum_sq, step, lr, lr_decay, weight_decay, eps) -> None",
-    "rmsprop_step": "(p, g, sq_avg, buf | None, grad_avg | None, lr, alpha, eps, weight_decay, momentum) -> None",
-    "adadelta_step": "(p, g, sq_avg, acc_delta, lr, rho, eps, weight_decay) -> None",
-    # ---- convolution and pooling (host_conv.py) ------------------------------------------------
-    "conv_forward": "(x[N, C_in, *S], w[C_out, C_in/G, *k], b[C_out] | None, stride, padding, dilation, groups) -> [N, C_out, *out]; zero padding",
-    "conv_backward": "(x, w, g, stride, padding, dilation, groups, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
-    "conv_transpose_forward": "(x[N, C_in, *S], w[C_in, C_out/G, *k], b | None, stride, padding, output_padding, dilation, groups) -> [N, C_out, *out]",
-    "conv_transpose_backward": "(x, w, g, stride, padding, output_padding, dilation, groups, need_x, need_w, need_b) -> (dx, dw, db)",
-    "max_pool_forward": "(x[..., *S], kernel, stride, padding, dilation) -> (y, idx): idx = row-major window offset of the first winner; padding never wins",
-    "max_pool_backward": "(g, idx, x_shape, kernel, stride, padding, dilation) -> dx: g routed to idx",
-    "avg_pool_forward": "(x[..., *S], kernel, stride, padding) -> window sums / prod(kernel) (padding counts as zeros)",
-    "avg_pool_backward": "(g, x_shape, kernel, stride, padding) -> dx",
-    "smooth_max_pool_forward": "(x[..., *S], kernel, beta, stride, padding) -> (y, m, lse): y = (m + lse)/beta, m = window max of beta x, lse = log sum exp(beta x - m); real cells only",
-    "smooth_max_pool_backward": "(x, m, lse, g, kernel, beta, stride, padding) -> dx = sum over windows of g * exp(beta x - m - lse)",
-    # ---- normalization, attention, FFT, selective scan (host_nn.py) ----------------------------
-    "layer_norm_fwd": "(x[rows, n], gamma[n] | None, beta[n] | None, eps) -> (y, mean[rows], rstd[rows]); biased var",
-    "layer_norm_bwd": "(x, gamma | None, mean, rstd, g) -> (dx, dgamma, dbeta); dgamma/dbeta None if gamma is None",
-    "batch_norm_fwd": "(x[N, C, S], gamma[C], beta[C], eps) -> (y, mean[C], rstd[C]); stats over N and S, biased var",
-    "batch_norm_bwd": "(x[N, C, S], gamma, mean, rstd, g) -> (dx, dgamma[C], dbeta[C])",
-    "flash_attention_fwd": ("(q[b, n, d], k[b, m, d], v[b, m, e], mask[b, n, m] bool | None, scale, hard) -> "
-                            "(out[b, n, e], lse[b, n]): softmax(q k^T scale) v over key tiles (online softmax); "
-                            "blocked logits -> -1000.0, or with hard weights 0 (no allowed key: out 0, lse +inf)"),
-    "flash_attention_bwd": "(q, k, v, mask, out, lse, g, scale, hard) -> (dq, dk, dv); probabilities recomputed from lse",
-    "flash_attention_bwd_q": "(q, k, v, mask, out, lse, g, scale, hard) -> dq",
-    "flash_attention_bwd_k": "(q, k, v, mask, out, lse, g, scale, hard) -> dk",
-    "flash_attention_bwd_v": "(q, k, v, mask, out, lse, g, scale, hard) -> dv",
-    "rfft1d_packed": "(x[batch, n]) -> [batch, n//2+1, 2]: unnormalized real DFT, [re, im] last",
-    "irfft1d_packed": "(p[batch, n//2+1, 2], n) -> [batch, n]: (1/n) inverse; imag at DC (and Nyquist, n even) ignored",
-    "spectral_conv1d_rfft_fwd": ("(x[batch, grid, in], w_re[modes, in, out], w_im) -> [batch, grid, out]: "
-                                 "irfft(Y), Y[k] = rfft(x)[k] (w_re[k] + i w_im[k]) for k < modes, else 0"),
-    "spectral_conv1d_rfft_bwd_x": "(x, w_re, w_im, g) -> dx = irfft(rfft(g)[:modes] W^H)",
-    "spectral_conv1d_rfft_bwd_wre": "(x, w_re, w_im, g) -> dw_re = Re(X^H c rfft(g)), c = 1/n at DC/Nyquist, 2/n inside",
-    "spectral_conv1d_rfft_bwd_wim": "(x, w_re, w_im, g) -> dw_im = Im(X^H c rfft(g))",
-    "spectral_conv1d_rfft_bwd": ("(x, w_re, w_im, g, need_x, need_w) -> (dx, dw_re, dw_im), None where not "
-                                 "needed: the three gradients above, each spectrum computed once"),
-    "selective_scan_diag_fwd": "(a[S], b[S], x[..., L, S], h0[..., S]) -> h[..., L, S], h[t] = a h[t-1] + b x[t]",
-    "selective_scan_diag_bwd": "(a, b, x, h0, h, g) -> (da[S], db[S], dx, dh0); g[t] = dY[t] + a g[t+1]",
-    "selective_scan_diag_var_fwd": "(a[..., L, S], b[..., L, S], x, h0[..., S]) -> h, h[t] = a[t] h[t-1] + b[t] x[t]",
-    "selective_scan_diag_var_bwd": "(a, b, x, h0, h, g) -> (da, db, dx, dh0) of x's shape (dh0: h0's)",
+#: The contract by family: kernel name -> signature and semantics. A family is one file name in
+#: ``kernels/host/`` and ``kernels/cuda/`` (beside ``kernels/cuda/src/<family>.cu``).
+CONTRACT: dict[str, dict[str, str]] = {
+    "reduce": {
+        # the seeds' Cuda.Kernels reductions
+        "reduce_sum_axis0": "(x[rows, cols]) -> [cols]: sum down the rows",
+        "reduce_sum_axis1": "(x[rows, cols]) -> [rows]: sum across the columns",
+        "reduce_max_axis0": "(x[rows, cols]) -> [cols]: max down the rows (rows >= 1)",
+        "reduce_max_axis1": "(x[rows, cols]) -> [rows]: max across the columns (cols >= 1)",
+        "reduce_sum_axis": "(x, axis) -> x with `axis` summed out (N-D, row-major)",
+        "sum": "(x, axes: tuple | None, keepdim) -> sum over axes (all if None)",
+        "mean": "(x, axes, keepdim)",
+        "amax": "(x, axis, keepdim) -> max over one axis",
+        "max_bwd": "(x, y_keepdim, g_keepdim, axis) -> g routed to the first maximal entry along axis",
+        "sum_to_shape": "(g, shape) -> adjoint of NumPy broadcasting of an array of `shape` to g.shape",
+    },
+    "shape": {
+        # the seeds' Cuda.Kernels layout kernels
+        "concat1d": "(a[n], b[m]) -> [n + m]",
+        "slice1d": "(x[n], start, length) -> [length] = x[start:start+length] (start+length <= n)",
+        "broadcast_vec_to_rows": "(v[cols], rows) -> [rows, cols] with out[i, j] = v[j]",
+        "broadcast_vec_to_cols": "(v[rows], cols) -> [rows, cols] with out[i, j] = v[i]",
+        "broadcast_to": "(x, in_dims, out_dims, axis_map) -> [out_dims]: the seeds' axis-map broadcast (shape.py)",
+        "reduce_from_broadcast_to": "(g, in_dims, out_dims, axis_map) -> [in_dims]: adjoint of broadcast_to (sums)",
+        "swap_adjacent_at_depth": "(x, dims, depth) -> swaps axes depth and depth+1; identity if depth+1 >= len(dims)",
+        "transpose2d": "(x[rows, cols]) -> [cols, rows] (a contiguous copy)",
+        # general data movement
+        "permute": "(x, perm) -> contiguous copy with out axis i = x axis perm[i]",
+        "concat": "(xs: sequence of arrays, axis) -> their concatenation along axis",
+        "stack": "(xs: sequence of same-shape arrays, axis) -> stacked along a new axis",
+        "basic_index": "(x, key) -> contiguous copy of x[key]; key a tuple of ints, slices, None and Ellipsis",
+        "basic_index_bwd": "(g, shape, key) -> zeros of `shape` with g written at x[key] (the adjoint of basic_index)",
+    },
+    "index": {
+        "gather_vec": "(v[n], indices[k]) -> [k]; out-of-bounds -> 0",
+        "gather_rows": "(mat[rows, cols], indices[k]) -> [k, cols]; out-of-bounds -> zero row",
+        "scatter_add": "(x[n], values[k], indices[k]) -> copy of x with out[idx[j]] += values[j]; OOB ignored",
+        "scatter_add_row": "(mat[rows, cols], row[cols], i) -> copy of mat with out[i, :] += row; OOB ignored",
+        "scatter_add_rows": "(mat[rows, cols], values[k, cols], indices[k]) -> copy with rows added; OOB ignored",
+        "device_ints": ("(a: host int array) -> int64 array of the device with a's values, same shape: a itself "
+                        "on the CPU; on CUDA the buffer a was copied from (host_ints), else an upload (small arrays "
+                        "once per content)"),
+        "host_ints": ("(x: int array of the device) -> read-only host copy of its values; on CUDA the copy is "
+                      "kept per buffer until an integer array is written in place (fill), and device_ints and "
+                      "the index kernels given it read x's buffer with no upload"),
+    },
+    "linalg": {
+        "bmm": "(a[batch, m, n], b[batch, n, p]) -> [batch, m, p]",
+        "matmul": "(a, b) -> NumPy matmul semantics (2-D, batched with broadcast prefixes)",
+        "linear": "(x[..., in], w[out, in], b[out] | None) -> x @ w.T + b",
+        "linear_bwd": "(x, w, g, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
+    },
+    "memory": {
+        "zeros": "(shape, dtype) -> zero-filled array",
+        "full": "(shape, value, dtype) -> array filled with value",
+        "empty": "(shape, dtype) -> uninitialised array (callers write every element)",
+        "copy": "(x) -> a contiguous copy",
+        "fill": "(x, value) -> None: every element of x set to value, in place",
+        "assign": "(dst, src) -> None: dst[...] = src in place; src of any device, cast to dst's dtype",
+        "from_host": "(a: np.ndarray, dtype) -> device array; float64 -> float32 rounds to nearest even",
+        "to_host": "(x) -> np.ndarray copy on the host",
+        "to_device": "(x: an array of any device, device) -> x's values on `device` (x itself if already there)",
+        "astype": "(x, dtype) -> x converted (a copy only if the dtype differs)",
+        "ascontiguous": "(x) -> x if row-major contiguous, else a contiguous copy",
+        "bool_mask": ("(mask: host 0/1 or bool array, or a device array, shape) -> bool array of the device "
+                      "(nonzero = True) broadcast to shape; a view where possible, and on CUDA a host mask "
+                      "is uploaded once per content (only its distinct entries travel)"),
+    },
+    "elementwise": {
+        # NumPy broadcasting
+        "add": "(a, b) -> a + b", "sub": "(a, b) -> a - b", "mul": "(a, b) -> a * b",
+        "div": "(a, b) -> a / b", "maximum": "(a, b)", "minimum": "(a, b)",
+        "scale": "(x, c) -> c * x for a Python scalar c",
+        "add_scalar": "(x, c) -> x + c",
+        "neg": "(x)", "pow_scalar": "(x, p) -> x ** p", "abs": "(x)", "sqrt": "(x)",
+        "exp": "(x)", "log": "(x) (IEEE: -inf at 0, nan below)", "inv": "(x) -> 1 / x",
+        "sin": "(x)", "cos": "(x)", "relu": "(x)", "sigmoid": "(x)", "tanh": "(x)",
+        "softplus": "(x) -> max(x, 0) + log1p(exp(-|x|))", "silu": "(x)",
+        "gelu": "(x, approximate) approximate in {'none', 'tanh'}",
+        "safe_log": "(x) -> log(softplus(x) + 1e-6)",
+        "clamp": "(x, lo, hi) lo/hi may be None",
+        "where": "(cond: bool array, a, b)",
+        "sign": "(x) -> -1, 0 or 1",
+        "compare": "(a, b, op) op in {'lt','le','gt','ge','eq','ne'} -> bool array",
+        # fused backward (one pass on CUDA)
+        "relu_bwd": "(x, g) -> g * (x > 0)",
+        "abs_bwd": "(x, g) -> g * sign(x)",
+        "sqrt_bwd": "(y, g) -> g * 0.5 / y where y > 0 else 0 (y = sqrt(x))",
+        "sigmoid_bwd": "(y, g) -> g * y * (1 - y)",
+        "tanh_bwd": "(y, g) -> g * (1 - y * y)",
+        "softplus_bwd": "(x, g) -> g * sigmoid(x)",
+        "silu_bwd": "(x, g) -> g * s * (1 + x * (1 - s)), s = sigmoid(x)",
+        "gelu_bwd": "(x, g, approximate)",
+        "safe_log_bwd": "(x, g) -> g * sigmoid(x) / (softplus(x) + 1e-6)",
+        "clamp_bwd": "(x, g, lo, hi) -> g where lo < x < hi else 0",
+        "minmax_bwd": "(a, b, g, is_max) -> (ga, gb) full-size; ties split 1/2-1/2",
+        "pow_bwd": "(x, g, p) -> g * p * x ** (p - 1)",
+    },
+    "softmax": {
+        # last axis, leading axes folded into rows
+        "softmax": "(x) -> softmax over the last axis",
+        "softmax_bwd": "(y, g) -> y * (g - sum(g * y, -1))",
+        "log_softmax": "(x) -> x - max - log sum exp(x - max), directly",
+        "log_softmax_bwd": "(y, g) -> g - exp(y) * sum(g, -1)",
+        "masked_softmax": "(x, mask) -> softmax with blocked (mask == 0) weights exactly 0; fully blocked rows 0",
+    },
+    "loss": {
+        "mse_loss": "(yhat, target) -> 0-d mean((yhat - target) ** 2)",
+        "mse_loss_bwd": "(yhat, target, g) -> (2 g (yhat - t) / n, -same)",
+        "nll_loss": "(logp[N, C], target[N] int64, weight[C] | None, ignore_index, reduction) -> loss",
+        "nll_loss_bwd": "(logp, target, weight, ignore_index, reduction, g) -> dlogp",
+    },
+    "rng": {
+        # counter-based: the same numbers on every device (torchlean.spec.rng)
+        "rand_uniform": "(shape, seed, counter, dtype) -> U[0, 1) keyed by (seed, counter, element index)",
+        "randn": "(shape, seed, counter, dtype) -> N(0, 1) by Box-Muller over the same stream",
+        "bernoulli_mask": "(shape, p_keep, seed, counter, dtype) -> 1.0 where U < p_keep else 0.0",
+    },
+    "optim": {
+        # PyTorch's update rules, in place on param and state arrays
+        "sgd_step": "(p, g, buf | None, lr, momentum, dampening, weight_decay, nesterov, first) -> None",
+        "adam_step": "(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad_vmax | None) -> None",
+        "adam_step_multi": ("(ps, gs, ms, vs, vmaxs, steps, lr, beta1, beta2, eps, weight_decay, decoupled, maximize) "
+                            "-> None: adam_step of every parameter (parallel lists; vmaxs entries None without "
+                            "AMSGrad; maximize negates each gradient), bit for bit adam_step's update"),
+        "adagrad_step": "(p, g, sum_sq, step, lr, lr_decay, weight_decay, eps) -> None",
+        "rmsprop_step": "(p, g, sq_avg, buf | None, grad_avg | None, lr, alpha, eps, weight_decay, momentum) -> None",
+        "adadelta_step": "(p, g, sq_avg, acc_delta, lr, rho, eps, weight_decay) -> None",
+    },
+    "conv": {
+        "conv_forward": ("(x[N, C_in, *S], w[C_out, C_in/G, *k], b[C_out] | None, stride, padding, dilation, groups) "
+                         "-> [N, C_out, *out]; zero padding"),
+        "conv_backward": ("(x, w, g, stride, padding, dilation, groups, need_x, need_w, need_b) -> (dx, dw, db), "
+                          "None where not needed"),
+        "conv_transpose_forward": ("(x[N, C_in, *S], w[C_in, C_out/G, *k], b | None, stride, padding, output_padding, "
+                                   "dilation, groups) -> [N, C_out, *out]"),
+        "conv_transpose_backward": ("(x, w, g, stride, padding, output_padding, dilation, groups, need_x, need_w, "
+                                    "need_b) -> (dx, dw, db)"),
+        "max_pool_forward": ("(x[..., *S], kernel, stride, padding, dilation) -> (y, idx): idx = row-major window "
+                             "offset of the first winner; padding never wins"),
+        "max_pool_backward": "(g, idx, x_shape, kernel, stride, padding, dilation) -> dx: g routed to idx",
+        "avg_pool_forward": "(x[..., *S], kernel, stride, padding) -> window sums / prod(kernel) (padding counts as zeros)",
+        "avg_pool_backward": "(g, x_shape, kernel, stride, padding) -> dx",
+        "smooth_max_pool_forward": ("(x[..., *S], kernel, beta, stride, padding) -> (y, m, lse): y = (m + lse)/beta, "
+                                    "m = window max of beta x, lse = log sum exp(beta x - m); real cells only"),
+        "smooth_max_pool_backward": ("(x, m, lse, g, kernel, beta, stride, padding) -> dx = sum over windows of "
+                                     "g * exp(beta x - m - lse)"),
+    },
+    "norm": {
+        "layer_norm_fwd": "(x[rows, n], gamma[n] | None, beta[n] | None, eps) -> (y, mean[rows], rstd[rows]); biased var",
+        "layer_norm_bwd": "(x, gamma | None, mean, rstd, g) -> (dx, dgamma, dbeta); dgamma/dbeta None if gamma is None",
+        "batch_norm_fwd": "(x[N, C, S], gamma[C], beta[C], eps) -> (y, mean[C], rstd[C]); stats over N and S, biased var",
+        "batch_norm_bwd": "(x[N, C, S], gamma, mean, rstd, g) -> (dx, dgamma[C], dbeta[C])",
+    },
+    "attention": {
+        "flash_attention_fwd": ("(q[b, n, d], k[b, m, d], v[b, m, e], mask[b, n, m] bool | None, scale, hard) -> "
+                                "(out[b, n, e], lse[b, n]): softmax(q k^T scale) v over key tiles (online softmax); "
+                                "blocked logits -> -1000.0, or with hard weights 0 (no allowed key: out 0, lse +inf)"),
+        "flash_attention_bwd": "(q, k, v, mask, out, lse, g, scale, hard) -> (dq, dk, dv); probabilities recomputed from lse",
+        "flash_attention_bwd_q": "(q, k, v, mask, out, lse, g, scale, hard) -> dq",
+        "flash_attention_bwd_k": "(q, k, v, mask, out, lse, g, scale, hard) -> dk",
+        "flash_attention_bwd_v": "(q, k, v, mask, out, lse, g, scale, hard) -> dv",
+    },
+    "spectral": {
+        "rfft1d_packed": "(x[batch, n]) -> [batch, n//2+1, 2]: unnormalized real DFT, [re, im] last",
+        "irfft1d_packed": "(p[batch, n//2+1, 2], n) -> [batch, n]: (1/n) inverse; imag at DC (and Nyquist, n even) ignored",
+        "spectral_conv1d_rfft_fwd": ("(x[batch, grid, in], w_re[modes, in, out], w_im) -> [batch, grid, out]: "
+                                     "irfft(Y), Y[k] = rfft(x)[k] (w_re[k] + i w_im[k]) for k < modes, else 0"),
+        "spectral_conv1d_rfft_bwd_x": "(x, w_re, w_im, g) -> dx = irfft(rfft(g)[:modes] W^H)",
+        "spectral_conv1d_rfft_bwd_wre": "(x, w_re, w_im, g) -> dw_re = Re(X^H c rfft(g)), c = 1/n at DC/Nyquist, 2/n inside",
+        "spectral_conv1d_rfft_bwd_wim": "(x, w_re, w_im, g) -> dw_im = Im(X^H c rfft(g))",
+        "spectral_conv1d_rfft_bwd": ("(x, w_re, w_im, g, need_x, need_w) -> (dx, dw_re, dw_im), None where not "
+                                     "needed: the three gradients above, each spectrum computed once"),
+    },
+    "graphs": {
+        "graph_capture": ("() -> a GraphCapture: a private memory pool, a capture stream and the cuBLAS capture "
+                          "scope; capture(fn) returns the CUDA graph of fn's kernels (kernels/cuda/graphs.py). "
+                          "CUDA only: the CPU raises DeviceError"),
+    },
+    "scan": {
+        "selective_scan_diag_fwd": "(a[S], b[S], x[..., L, S], h0[..., S]) -> h[..., L, S], h[t] = a h[t-1] + b x[t]",
+        "selective_scan_diag_bwd": "(a, b, x, h0, h, g) -> (da[S], db[S], dx, dh0); g[t] = dY[t] + a g[t+1]",
+        "selective_scan_diag_var_fwd": "(a[..., L, S], b[..., L, S], x, h0[..., S]) -> h, h[t] = a[t] h[t-1] + b[t] x[t]",
+        "selective_scan_diag_var_bwd": "(a, b, x, h0, h, g) -> (da, db, dx, dh0) of x's shape (dh0: h0's)",
+    },
 }
 
-UINT32_LIMIT = 2 ** 32
-
-
-def check_indices(indices, op: str) -> np.ndarray:
-    """Host index sequence -> int64 array; IndexRangeError for negatives or >= 2**32 (DESIGN.md)."""
-    idx = np.asarray(indices)
-    if idx.dtype == bool or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
-        # Python ints beyond int64 arrive as dtype=object.
-        if idx.dtype == object:
-            bad = [int(v) for v in idx.ravel() if int(v) < 0 or int(v) >= UINT32_LIMIT]
-            if bad:
-                raise IndexRangeError(f"{op}: index {bad[0]} outside [0, 2**32)")
-            idx = idx.astype(np.int64)
-        else:
-            from ..errors import DTypeError
-            raise DTypeError(f"{op}: indices must be integers, got dtype {idx.dtype}")
-    idx = idx.astype(np.int64, copy=False).reshape(-1) if idx.ndim != 1 else idx.astype(np.int64, copy=False)
-    if idx.size:
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0:
-            raise IndexRangeError(f"{op}: negative index {lo} (indices must lie in [0, 2**32))")
-        if hi >= UINT32_LIMIT:
-            raise IndexRangeError(f"{op}: index {hi} >= 2**32")
-    return idx
-
-
-# id(root of a read-only host copy) -> [weak reference to the root, the device array copied, checked]
-_DEVICE_COPIES: dict = {}
-
-
-def _full_view_root(host):
-    """The array owning ``host``'s memory when ``host`` is a C-contiguous view of all of it."""
-    if not isinstance(host, np.ndarray) or not host.flags.c_contiguous:
-        return None
-    root = host if host.base is None else host.base
-    if not isinstance(root, np.ndarray) or root.size != host.size or root.dtype != host.dtype:
-        return None
-    return root
-
-
-def remember_device_copy(host, dev) -> None:
-    """Note that read-only host array ``host`` holds the values of device array ``dev``.
-
-    An index or target attribute that is ``host``, or any C-contiguous reshape of all of its
-    memory, is then read from ``dev`` by the CUDA kernels with no upload: a device tensor's
-    values reach the host once per buffer, for validation, and the kernels keep reading the
-    buffer itself (which a captured CUDA graph must do: see ``torchlean.capture``)."""
-    root = _full_view_root(host)
-    if root is None:
-        return
-    key = id(root)
-
-    def forget(ref, key=key):
-        e = _DEVICE_COPIES.get(key)
-        if e is not None and e[0] is ref:
-            del _DEVICE_COPIES[key]
-    _DEVICE_COPIES[key] = [weakref.ref(root, forget), dev, False]
-
-
-def _device_entry(host):
-    root = _full_view_root(host)
-    if root is None:
-        return None
-    e = _DEVICE_COPIES.get(id(root))
-    return e if e is not None and e[0]() is root else None
-
-
-def device_copy(host):
-    """The device array whose values ``host`` holds (see :func:`remember_device_copy`), shaped
-    like ``host``, or None."""
-    e = _device_entry(host)
-    if e is None:
-        return None
-    dev = e[1]
-    return dev if dev.shape == host.shape else dev.reshape(host.shape)
-
-
-def checked_device_indices(indices, op: str):
-    """``device_copy(indices)`` once its values passed :func:`check_indices` (checked once per
-    copy), as int64; None when ``indices`` is no copy of a device array."""
-    e = _device_entry(indices)
-    if e is None:
-        return None
-    if not e[2]:
-        check_indices(indices, op)
-        e[2] = True
-    dev = e[1]
-    if dev.dtype != np.int64:
-        dev = dev.astype(np.int64)
-    return dev if dev.shape == indices.shape else dev.reshape(indices.shape)
+#: Every kernel: name -> signature and semantics.
+KERNELS: dict[str, str] = {name: doc for family in CONTRACT.values() for name, doc in family.items()}
+#: The family of every kernel.
+KERNEL_FAMILY: dict[str, str] = {name: fam for fam, family in CONTRACT.items() for name in family}
+#: The kernel families (the op families of :data:`torchlean.spec.FAMILIES`, plus ``optim``).
+KERNEL_FAMILIES: tuple = tuple(CONTRACT)
 
 
 def check_surface(impl, device: str) -> list[str]:

@@ -11,14 +11,14 @@ integer targets, indices and class weights travel as host-array attributes.
 
 from __future__ import annotations
 
-import collections
 import numbers
 
 import numpy as np
 
-from ..kernels.api import remember_device_copy
+from ..kernels import get_kernels
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
-from ..tensor import _INT_WRITES, Tensor, _apply, is_shared_buffer, next_rng_key, where
+from ..autograd import record
+from ..tensor import Tensor, next_rng_key, where
 
 __all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
            "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
@@ -32,47 +32,15 @@ def _tensor(x, op, what="input"):
     return x
 
 
-# (id(root array), pointer, shape, strides, dtype) of an integer CUDA view -> (root array, integer-write
-# count, read-only host copy), the most recently used _ROOTS_KEPT of them.
-_DEVICE_INTS: collections.OrderedDict = collections.OrderedDict()
-_ROOTS_KEPT = 8
-
-
-def _device_ints(t, op, what):
-    """The host copy of an integer CUDA tensor, read once per buffer and layout.
-
-    A training loop passes the same target step after step, often as a fresh view of it
-    (``y.reshape(-1)``): copying it to the host each time would stop the host until the GPU
-    catches up. The copy is kept per allocation (the view's root array) and layout while no
-    integer tensor was written in place since (``Tensor.zero_``); it is read-only, and the loss
-    rules find the device buffer from it. The last few root arrays are held (so an address is
-    never reused under a kept copy); buffers shared through DLPack are copied on every call."""
-    v = t._value
-    if v.dtype.kind not in "iu":
-        raise DTypeError(f"{op}: {what} must hold integers, got dtype {v.dtype}")
-    if is_shared_buffer(v):  # another library may write it: copy every time
-        return t.numpy()
-    root = v.base if v.base is not None else v
-    key = (id(root), v.data.ptr, v.shape, v.strides, v.dtype.str)
-    hit = _DEVICE_INTS.get(key)
-    if hit is not None and hit[0] is root and hit[1] == _INT_WRITES[0]:
-        _DEVICE_INTS.move_to_end(key)
-        return hit[2]
-    a = t.numpy()
-    a.flags.writeable = False
-    _DEVICE_INTS[key] = (root, _INT_WRITES[0], a)
-    _DEVICE_INTS.move_to_end(key)
-    while len(_DEVICE_INTS) > _ROOTS_KEPT:
-        _DEVICE_INTS.popitem(last=False)
-    remember_device_copy(a, v)
-    return a
-
-
 def _host_ints(t, op, what="target"):
-    """An integer Tensor / array / list as a host int array (an op attribute)."""
-    if isinstance(t, Tensor) and type(t._value) is not np.ndarray:
-        return _device_ints(t, op, what)
-    a = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
+    """An integer Tensor / array / list as a host int array (an op attribute). A tensor's values
+    come through its kernels' ``host_ints``: on CUDA the copy is kept per buffer and the kernels
+    read the buffer itself."""
+    if isinstance(t, Tensor):
+        if t.dtype.kind not in "iu":
+            raise DTypeError(f"{op}: {what} must hold integers, got dtype {t.dtype}")
+        return get_kernels(t.device).host_ints(t._value)
+    a = np.asarray(t)
     if a.dtype.kind not in "iu":
         raise DTypeError(f"{op}: {what} must hold integers, got dtype {a.dtype}")
     return a
@@ -102,26 +70,26 @@ def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
         (2, 4)
     """
     if bias is None:
-        return _apply("linear_nobias", (weight, _tensor(input, "linear")), {})
-    return _apply("linear", (weight, bias, _tensor(input, "linear")), {})
+        return record("linear_nobias", (weight, _tensor(input, "linear")), {})
+    return record("linear", (weight, bias, _tensor(input, "linear")), {})
 
 
 def relu(input, inplace=False):  # noqa: A002
     """max(x, 0); relu'(0) = 0. ``inplace`` is accepted for compatibility and ignored."""
-    return _apply("relu", (input,), {})
+    return record("relu", (input,), {})
 
 
 def gelu(input, approximate="none"):  # noqa: A002
     """x * Phi(x) (``approximate="none"``) or its tanh approximation (``"tanh"``)."""
-    return _apply("gelu", (input,), {"approximate": approximate})
+    return record("gelu", (input,), {"approximate": approximate})
 
 
 def sigmoid(input):  # noqa: A002
-    return _apply("sigmoid", (input,), {})
+    return record("sigmoid", (input,), {})
 
 
 def tanh(input):  # noqa: A002
-    return _apply("tanh", (input,), {})
+    return record("tanh", (input,), {})
 
 
 def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
@@ -131,29 +99,29 @@ def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
     it is accepted for compatibility (the two differ by less than exp(-threshold)).
     """
     if beta == 1:
-        return _apply("softplus", (input,), {})
+        return record("softplus", (input,), {})
     if not isinstance(beta, numbers.Real) or beta == 0:
         raise DomainError(f"softplus: beta must be a non-zero number, got {beta!r}")
-    return _apply("softplus", (input * float(beta),), {}) * (1.0 / float(beta))
+    return record("softplus", (input * float(beta),), {}) * (1.0 / float(beta))
 
 
 def silu(input, inplace=False):  # noqa: A002
     """x * sigmoid(x)."""
-    return _apply("silu", (input,), {})
+    return record("silu", (input,), {})
 
 
 def softmax(input, dim=-1, dtype=None):  # noqa: A002
     """exp(x - max) / sum exp(x - max) along ``dim``."""
     if dtype is not None:
         input = input.to(dtype=dtype)
-    return _apply("softmax", (input,), {"axis": dim})
+    return record("softmax", (input,), {"axis": dim})
 
 
 def log_softmax(input, dim=-1, dtype=None):  # noqa: A002
     """x - max - log sum exp(x - max) along ``dim`` (never log of softmax)."""
     if dtype is not None:
         input = input.to(dtype=dtype)
-    return _apply("log_softmax", (input,), {"axis": dim})
+    return record("log_softmax", (input,), {"axis": dim})
 
 
 def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
@@ -169,7 +137,7 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     if p == 1:
         return input * 0.0
     seed, counter = next_rng_key()
-    return _apply("dropout", (input,), {"p": float(p), "seed": int(seed), "counter": int(counter)})
+    return record("dropout", (input,), {"p": float(p), "seed": int(seed), "counter": int(counter)})
 
 
 # ---- losses ---------------------------------------------------------------------------------
@@ -178,7 +146,7 @@ def mse_loss(input, target, reduction="mean"):  # noqa: A002
     """Mean (or sum, or elementwise) squared error; shapes must be equal."""
     _check_reduction("mse_loss", reduction)
     if reduction == "mean":
-        return _apply("mse_loss", (input, target), {})
+        return record("mse_loss", (input, target), {})
     if input.shape != target.shape:
         raise ShapeError(f"mse_loss: shapes {input.shape} and {target.shape} must be equal")
     d = input - target
@@ -201,7 +169,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  
     input ``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)``; target ``()``, ``(N,)`` or
     ``(N, d1, ...)``; ``"mean"`` is the weighted mean over non-ignored targets.
     """
-    return _apply("nll_loss", (_tensor(input, "nll_loss"),),
+    return record("nll_loss", (_tensor(input, "nll_loss"),),
                   {"target": _host_ints(target, "nll_loss"), "weight": _host_weight(weight, "nll_loss"),
                    "ignore_index": int(ignore_index), "reduction": reduction})
 
@@ -220,7 +188,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     _tensor(input, "cross_entropy")
     if isinstance(target, Tensor) and target.dtype.kind == "f":
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
-    return _apply("cross_entropy", (input,),
+    return record("cross_entropy", (input,),
                   {"target": _host_ints(target, "cross_entropy"),
                    "weight": _host_weight(weight, "cross_entropy"), "ignore_index": int(ignore_index),
                    "reduction": reduction, "label_smoothing": float(label_smoothing)})
@@ -261,7 +229,7 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
     Rows at ``padding_idx`` are returned but receive no gradient, as in PyTorch.
     """
     idx = _host_ints(input, "embedding", "input")
-    out = _apply("embedding", (weight,), {"indices": idx})
+    out = record("embedding", (weight,), {"indices": idx})
     if padding_idx is None:
         return out
     num = weight.shape[0]
@@ -269,7 +237,7 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
     keep = idx != pad
     if keep.all():
         return out
-    frozen = _apply("embedding", (weight.detach(),), {"indices": idx})
+    frozen = record("embedding", (weight.detach(),), {"indices": idx})
     return where(Tensor(keep[..., None]), out, frozen)
 
 

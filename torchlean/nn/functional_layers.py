@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..spec.conv import MAX_SPATIAL
-from ..tensor import Tensor, _apply, no_grad, ones, zeros
+from ..autograd import record
+from ..tensor import Tensor, no_grad, ones, zeros
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_transpose_nd", "max_pool1d", "max_pool2d", "max_pool3d",
@@ -101,9 +102,9 @@ def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noq
     attrs = {"stride": _tup(stride, d), "padding": _tup(padding, d), "dilation": _tup(dilation, d),
              "groups": groups}
     if bias is None:
-        y = _apply("conv_nobias", (input, weight), attrs)
+        y = record("conv_nobias", (input, weight), attrs)
     else:
-        y = _apply("conv", (input, weight, bias), attrs)
+        y = record("conv", (input, weight, bias), attrs)
     return y if crop is None else _crop_front(y, crop)
 
 
@@ -158,8 +159,8 @@ def _conv_transpose(op, d, input, weight, bias, stride, padding, output_padding,
     attrs = {"stride": _tup(stride, d), "padding": _tup(padding, d),
              "output_padding": _tup(output_padding, d), "dilation": _tup(dilation, d), "groups": groups}
     if bias is None:
-        return _apply("conv_transpose_nobias", (input, weight), attrs)
-    return _apply("conv_transpose", (input, weight, bias), attrs)
+        return record("conv_transpose_nobias", (input, weight), attrs)
+    return record("conv_transpose", (input, weight, bias), attrs)
 
 
 def conv_transpose_nd(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
@@ -215,7 +216,7 @@ def _max_pool(op, d, input, kernel_size, stride, padding, dilation, ceil_mode, r
         raise DomainError(f"{op}: return_indices=True is not supported")
     attrs = _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode)
     attrs["dilation"] = _tup(dilation, d)
-    return _apply("max_pool", (input,), attrs)
+    return record("max_pool", (input,), attrs)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
@@ -246,7 +247,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def _avg_pool(op, d, input, kernel_size, stride, padding, ceil_mode, count_include_pad,  # noqa: A002
               divisor_override):
     attrs = _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode)
-    y = _apply("avg_pool", (input,), attrs)
+    y = record("avg_pool", (input,), attrs)
     k = attrs["kernel_size"]
     if divisor_override is not None:
         if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, bool) \
@@ -258,7 +259,7 @@ def _avg_pool(op, d, input, kernel_size, stride, padding, ceil_mode, count_inclu
     # The average over real cells only: divide by the fraction of each window that is real,
     # which is the same pooling applied to ones (one channel, broadcast over N and C).
     with no_grad():
-        frac = _apply("avg_pool", (_const(input, 1, (1,) + input.shape[input.ndim - d:]),), attrs)
+        frac = record("avg_pool", (_const(input, 1, (1,) + input.shape[input.ndim - d:]),), attrs)
     return y / frac
 
 
@@ -306,7 +307,7 @@ def smooth_max_pool(x, kernel_size, beta, stride=None, padding=0):
     d = len(kernel_size) if isinstance(kernel_size, (list, tuple)) else 1
     attrs = _pool_common(op, d, x, kernel_size, stride, padding, False)
     attrs["beta"] = beta
-    return _apply(op, (x,), attrs)
+    return record(op, (x,), attrs)
 
 
 # ---- normalization --------------------------------------------------------------------------
@@ -326,10 +327,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
         raise ShapeError(f"{op}: normalized_shape {ns} does not match the trailing axes of input {input.shape}")
     attrs = {"normalized_ndim": k, "eps": float(eps)}
     if weight is None and bias is None:
-        return _apply("layer_norm_noaffine", (input,), attrs)
+        return record("layer_norm_noaffine", (input,), attrs)
     weight = _const(input, 1, ns) if weight is None else weight
     bias = _const(input, 0, ns) if bias is None else bias
-    return _apply("layer_norm", (input, weight, bias), attrs)
+    return record("layer_norm", (input, weight, bias), attrs)
 
 
 def _update_running_stats(op, x, running_mean, running_var, momentum):
@@ -384,13 +385,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if input.numel() // max(c, 1) <= 1:
             raise ShapeError(f"{op}: expected more than 1 value per channel when training, got input "
                              f"of shape {input.shape}")
-        y = _apply("batch_norm_train", (input, gamma, beta), {"eps": float(eps)})
+        y = record("batch_norm_train", (input, gamma, beta), {"eps": float(eps)})
         if running_mean is not None or running_var is not None:
             _update_running_stats(op, input, running_mean, running_var, momentum)
         return y
     if running_mean is None or running_var is None:
         raise DomainError(f"{op}: running_mean and running_var are required when training=False")
-    return _apply("batch_norm_eval", (input, gamma, beta, running_mean, running_var), {"eps": float(eps)})
+    return record("batch_norm_eval", (input, gamma, beta, running_mean, running_var), {"eps": float(eps)})
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -455,9 +456,9 @@ def _attend_unfused(q, k, v, allowed, additive, scale):
             additive = Tensor(np.asarray(additive, dtype=q.dtype)).to(device=q.device)
         logits = logits + additive
     if allowed is None:
-        p = _apply("softmax", (logits,), {"axis": -1})
+        p = record("softmax", (logits,), {"axis": -1})
     else:
-        p = _apply("hard_masked_softmax", (logits,), {"mask": _bcast_mask("scaled_dot_product_attention",
+        p = record("hard_masked_softmax", (logits,), {"mask": _bcast_mask("scaled_dot_product_attention",
                                                                           allowed, logits.shape)})
     return p @ v, p
 
@@ -481,7 +482,7 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
         attrs["hard"] = True
     if q.shape[:-2] != full or k.shape[:-2] != full or v.shape[:-2] != full:
         q, k, v = q.broadcast_to(full + (L, E)), k.broadcast_to(full + (S, E)), v.broadcast_to(full + (S, Ev))
-    out = _apply("flash_attention", (q, k, v), attrs)
+    out = record("flash_attention", (q, k, v), attrs)
     return (out if lead else out.reshape(L, Ev)), None
 
 
@@ -526,7 +527,7 @@ def multi_head_attention(x, wq, wk, wv, wo, num_heads, mask=None, use_flash=True
     attrs = {"num_heads": num_heads, "use_flash": bool(use_flash)}
     if mask is not None:
         attrs["mask"] = _host_mask(mask)
-    return _apply("multi_head_attention", (_tensor(x, "multi_head_attention"), wq, wk, wv, wo), attrs)
+    return record("multi_head_attention", (_tensor(x, "multi_head_attention"), wq, wk, wv, wo), attrs)
 
 
 # ---- spectral convolution, selective scan, real FFT -----------------------------------------
@@ -538,7 +539,7 @@ def spectral_conv1d(x, w_re, w_im):
     ``(modes, width, width_out)``. ``Y[k] = X[k] @ (w_re[k] + 1j w_im[k])`` for the
     first ``modes`` bins of ``X = rfft(x)``, the other bins zero, ``y = irfft(Y)``.
     """
-    return _apply("spectral_conv1d", (_tensor(x, "spectral_conv1d"), w_re, w_im), {})
+    return record("spectral_conv1d", (_tensor(x, "spectral_conv1d"), w_re, w_im), {})
 
 
 def selective_scan(x, A, B, h0=None):
@@ -562,12 +563,12 @@ def selective_scan(x, A, B, h0=None):
     if h0 is None:
         h0 = _const(x, 0, x.shape[:-2] + (S,))
     if A.shape == (S,) and B.shape == (S,):
-        return _apply("selective_scan", (x, A, B, h0), {})
+        return record("selective_scan", (x, A, B, h0), {})
     if A.shape == (S,) and B.shape == x.shape:
         A = A.broadcast_to(x.shape)
     elif B.shape == (S,) and A.shape == x.shape:
         B = B.broadcast_to(x.shape)
-    return _apply("selective_scan_var", (x, A, B, h0), {})
+    return record("selective_scan_var", (x, A, B, h0), {})
 
 
 def rfft(x):
@@ -577,7 +578,7 @@ def rfft(x):
         >>> rfft(tl.tensor([1.0, 2.0, 3.0, 4.0])).tolist()[0]
         [10.0, 0.0]
     """
-    return _apply("rfft", (_tensor(x, "rfft"),), {})
+    return record("rfft", (_tensor(x, "rfft"),), {})
 
 
 def irfft(p, n=None):
@@ -591,4 +592,4 @@ def irfft(p, n=None):
         if p.ndim < 2:
             raise ShapeError(f"irfft: input must be a packed half-spectrum (..., bins, 2), got shape {p.shape}")
         n = 2 * (p.shape[-2] - 1)
-    return _apply("irfft", (p,), {"n": n})
+    return record("irfft", (p,), {"n": n})

@@ -41,20 +41,21 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         return Tensor(np.zeros((), dtype=np.float32))
     if len({p.grad.device for p in ps}) > 1:
         raise DeviceError("clip_grad_norm_: gradients live on different devices")
-    xp = get_kernels(ps[0].grad.device).xp
+    K = get_kernels(ps[0].grad.device)
     gs = [p.grad._value for p in ps]
     if math.isinf(norm_type):
-        total = max(float(xp.max(xp.abs(g))) if g.size else 0.0 for g in gs)
+        total = max(float(K.to_host(K.amax(K.abs(g).reshape(-1), 0, False))) if g.size else 0.0 for g in gs)
     elif norm_type <= 0:
         raise DomainError(f"clip_grad_norm_: norm_type must be positive, got {norm_type}")
     else:
-        total = sum(float(xp.sum(xp.abs(g) ** norm_type)) for g in gs) ** (1.0 / norm_type)
+        total = sum(float(K.to_host(K.sum(K.pow_scalar(K.abs(g), norm_type), None, False)))
+                    for g in gs) ** (1.0 / norm_type)
     if error_if_nonfinite and not math.isfinite(total):
         raise DomainError(f"clip_grad_norm_: the total norm of order {norm_type} is non-finite ({total})")
     coef = min(1.0, float(max_norm) / (total + 1e-6))
     if coef < 1.0:
         for p, g in zip(ps, gs):
-            p._grad = Tensor(g * g.dtype.type(coef))
+            p._grad = Tensor(K.scale(g, coef))
     return Tensor(get_kernels(ps[0].device).full((), total, ps[0].grad.dtype))
 
 
@@ -62,5 +63,4 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
     """Clamp every gradient entry to [-clip_value, clip_value]."""
     c = float(clip_value)
     for p in _grads(parameters):
-        xp = get_kernels(p.grad.device).xp
-        p._grad = Tensor(xp.clip(p.grad._value, -c, c))
+        p._grad = Tensor(get_kernels(p.grad.device).clamp(p.grad._value, -c, c))

@@ -86,27 +86,25 @@ class Optimizer:
                 loss = closure()
         batched = self._update_many is not None
         for group in self.param_groups:
-            batch = None
+            by_device: dict = {}
             for p in group["params"]:
                 if p._grad is None:
                     continue
                 g = p._grad._value
                 if g.dtype != p.dtype:
-                    g = g.astype(p.dtype)
+                    g = get_kernels(p.device).astype(g, p.dtype)
                 st = self.state.get(p)
                 if st is None:
                     st = self.state[p] = {}
-                if batched and type(p._value) is not np.ndarray:
-                    # Device parameters are updated together after the loop (maximize included).
-                    if batch is None:
-                        batch = []
-                    batch.append((p, g, st))
+                if batched:
+                    # Updated together after the loop, a multi-tensor step per device (maximize included).
+                    by_device.setdefault(p.device, []).append((p, g, st))
                     continue
                 if group.get("maximize", False):
-                    g = -g
+                    g = get_kernels(p.device).neg(g)
                 self._update(p, g, st, group)
-            if batch:
-                self._update_many(batch, group)
+            for items in by_device.values():
+                self._update_many(items, group)
         return loss
 
     def _update(self, p, g, state, group):
@@ -267,20 +265,15 @@ class Adam(Optimizer):
         state["step"] += 1
 
     def _update_many(self, items, group):
-        """One multi-tensor kernel over the device parameters (per-parameter kernels where the
-        device has none); every parameter gets exactly the update of :meth:`_update`."""
+        """One multi-tensor step over the parameters of one device (on CUDA one launch per 24 of
+        them); every parameter gets exactly the update of :meth:`_update`."""
         K = get_kernels(items[0][0].device)
-        multi = getattr(K, "adam_step_multi", None)
         maximize = group.get("maximize", False)
-        if multi is None:
-            for p, g, st in items:
-                self._update(p, -g if maximize else g, st, group)
-            return
         ams = group["amsgrad"]
         for p, _, st in items:
             self._init_state(p, st, group)
         b1, b2 = group["betas"]
-        multi([p._value for p, _, _ in items], [g for _, g, _ in items], [st["exp_avg"] for _, _, st in items],
+        K.adam_step_multi([p._value for p, _, _ in items], [g for _, g, _ in items], [st["exp_avg"] for _, _, st in items],
               [st["exp_avg_sq"] for _, _, st in items],
               [st.get("max_exp_avg_sq") if ams else None for _, _, st in items],
               [st["step"] for _, _, st in items], group["lr"], b1, b2, group["eps"], group["weight_decay"],

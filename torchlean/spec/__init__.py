@@ -6,10 +6,11 @@ tape's reference mode (``fast_kernels=False``) run them, and every device kernel
 is tested against them.
 """
 
-from .registry import SPEC, SpecOp, defspec
-from . import elementwise, reduce, shape_ops, index, linalg, nn  # noqa: F401  (registration)
-from . import layers  # noqa: F401
-from . import conv  # noqa: F401
-from . import convert  # noqa: F401
+from importlib import import_module
 
-__all__ = ["SPEC", "SpecOp", "defspec"]
+from .registry import FAMILIES, SPEC, SpecOp, defspec
+
+for _family in FAMILIES:
+    import_module(f"{__name__}.{_family}")  # registration
+
+__all__ = ["SPEC", "SpecOp", "defspec", "FAMILIES"]

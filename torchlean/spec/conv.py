@@ -30,7 +30,7 @@ Pooling conventions (DESIGN.md):
 
 The functions here are the definitions, written for clarity: each is a sum (or a
 running max) over the ``prod(k)`` kernel offsets of shifted, strided slices. The
-host kernels (:mod:`torchlean.kernels.host_conv`) compute the same thing another
+host kernels (:mod:`torchlean.kernels.host.conv`) compute the same thing another
 way (im2col + BLAS), which is what makes the comparison meaningful.
 
     >>> import numpy as np

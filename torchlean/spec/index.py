@@ -31,10 +31,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
-from ..kernels.api import check_indices
+from ..errors import DTypeError, IndexRangeError, ShapeError
 from .registry import defspec
-from .shape_ops import along, axis_of
+from .shape import along, axis_of
+
+
+UINT32_LIMIT = 2 ** 32
+
+
+def check_indices(indices, op: str) -> np.ndarray:
+    """Host index sequence -> int64 array; IndexRangeError for negatives or >= 2**32 (DESIGN.md)."""
+    idx = np.asarray(indices)
+    if idx.dtype == bool or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+        # Python ints beyond int64 arrive as dtype=object.
+        if idx.dtype == object:
+            bad = [int(v) for v in idx.ravel() if int(v) < 0 or int(v) >= UINT32_LIMIT]
+            if bad:
+                raise IndexRangeError(f"{op}: index {bad[0]} outside [0, 2**32)")
+            idx = idx.astype(np.int64)
+        else:
+            raise DTypeError(f"{op}: indices must be integers, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64, copy=False).reshape(-1) if idx.ndim != 1 else idx.astype(np.int64, copy=False)
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0:
+            raise IndexRangeError(f"{op}: negative index {lo} (indices must lie in [0, 2**32))")
+        if hi >= UINT32_LIMIT:
+            raise IndexRangeError(f"{op}: index {hi} >= 2**32")
+    return idx
 
 
 # ---- helpers shared with the runtime rules --------------------------------------------------

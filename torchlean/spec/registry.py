@@ -11,15 +11,28 @@ valid in float64:
 * ``shape(*in_shapes, **attrs) -> out_shape``: the shape rule shared by the
   front end, the tape and the IR checker; it raises :class:`ShapeError` (or another
   :class:`TorchLeanError`) naming the op and the offending shapes or values.
-* ``arity``: number of array inputs, or ``-1`` for a variadic op (concat, stack).
+* ``arity``: number of array inputs, or ``-1`` for a variadic op (concat, stack);
+* ``family``: the op's family (:data:`FAMILIES`), the name of the file that defines it here,
+  its runtime rule in ``autograd/rules/``, its kernels in ``kernels/host/`` and
+  ``kernels/cuda/`` and its test record in ``testing/opinfo/``.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
+#: The op families: one file name each in every layer (see the module docs).
+FAMILIES = ("elementwise", "reduce", "shape", "index", "linalg", "softmax", "loss", "rng", "norm",
+            "attention", "spectral", "scan", "conv", "memory")
+
 SPEC: dict[str, "SpecOp"] = {}
+
+
+def family_of_module(module: str) -> str:
+    """The family a module of a family layer belongs to: its own name (``...spec.elementwise``)."""
+    return module.rsplit(".", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -29,12 +42,13 @@ class SpecOp:
     vjp: Callable
     shape: Callable
     arity: int
+    family: str = ""
 
 
 def defspec(name: str, forward: Callable, vjp: Callable, shape: Callable, arity: int) -> SpecOp:
-    """Register the meaning of ``name``; registering a name twice is a bug."""
+    """Register the meaning of ``name`` in the family of the calling module; twice is a bug."""
     if name in SPEC:
         raise RuntimeError(f"spec op {name!r} registered twice")
-    op = SpecOp(name, forward, vjp, shape, arity)
+    op = SpecOp(name, forward, vjp, shape, arity, family_of_module(sys._getframe(1).f_globals["__name__"]))
     SPEC[name] = op
     return op

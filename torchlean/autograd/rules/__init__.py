@@ -1,9 +1,11 @@
 """Runtime rules by op family, all registered in :data:`RULES`."""
 
+from importlib import import_module
+
+from ...spec import FAMILIES
 from .registry import RULES, Rule, defrule
-from . import elementwise, reduce, shape_ops, index, linalg, nn  # noqa: F401  (registration)
-from . import layers  # noqa: F401
-from . import conv  # noqa: F401
-from . import convert  # noqa: F401
+
+for _family in FAMILIES:
+    import_module(f"{__name__}.{_family}")  # registration
 
 __all__ = ["RULES", "Rule", "defrule"]

@@ -51,8 +51,7 @@ _minmax("minimum", False)
 
 
 def _where_fwd(K, a, b, *, cond):
-    # The condition arrives as a host array; on another device it is uploaded once, here.
-    c = K.from_host(cond, bool) if K.device != "cpu" and isinstance(cond, np.ndarray) else cond
+    c = K.bool_mask(cond, np.shape(cond))
     return K.where(c, a, b), (c, a.shape, b.shape)
 
 

@@ -13,23 +13,24 @@ from __future__ import annotations
 
 from math import prod
 
+from ...shape import moveaxis_perm
 from ...spec.index import (check_rows, flat_positions, gather_plan, index_array, index_vector,
                            scatter_plan)
-from ...spec.shape_ops import axis_of, check_same_dtype
+from ...spec.shape import axis_of, check_same_dtype
 from .registry import defrule
 
 
 def _rows2d(K, x, axis):
     """``x`` with ``axis`` moved to the front, as a contiguous ``(len, rest)`` matrix."""
     if axis != 0:
-        x = K.ascontiguous(K.xp.moveaxis(x, axis, 0))
+        x = K.permute(x, moveaxis_perm(x.ndim, axis, 0))
     return K.ascontiguous(x).reshape(x.shape[0], prod(x.shape[1:]))
 
 
 def _unrows(K, m, front_shape, axis):
     """Inverse of :func:`_rows2d`: reshape to ``front_shape`` and move the front axis back."""
     y = m.reshape(front_shape)
-    return K.ascontiguous(K.xp.moveaxis(y, 0, axis)) if axis != 0 else y
+    return K.permute(y, moveaxis_perm(y.ndim, 0, axis)) if axis != 0 else y
 
 
 def _front(shape, axis, n):
@@ -79,7 +80,7 @@ def _scatter_add_fwd(K, x, src, *, axis, index):
     check_same_dtype("scatter_add", (x, src))
     a, idx, region = scatter_plan(x.shape, src.shape, axis, index)
     flat = flat_positions(x.shape, a, idx)
-    vals = K.ascontiguous(src[region]).reshape(idx.size)
+    vals = K.basic_index(src, region).reshape(idx.size)
     y = K.scatter_add(K.ascontiguous(x).reshape(x.size), vals, flat).reshape(x.shape)
     return y, (flat, src.shape, region, idx.shape)
 
@@ -90,12 +91,8 @@ def _scatter_add_bwd(K, s, g, needs):
     dsrc = None
     if needs[1]:
         picked = K.gather_vec(K.ascontiguous(g).reshape(g.size), flat).reshape(idx_shape)
-        if tuple(idx_shape) == tuple(src_shape):
-            dsrc = picked
-        else:
-            # src entries outside the index's extent never reach the output.
-            dsrc = K.zeros(src_shape, g.dtype)
-            dsrc[region] = picked
+        # src entries outside the index's extent never reach the output.
+        dsrc = picked if tuple(idx_shape) == tuple(src_shape) else K.basic_index_bwd(picked, src_shape, region)
     return dx, dsrc
 
 

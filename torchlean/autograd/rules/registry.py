@@ -10,8 +10,11 @@ A :class:`Rule` is written once against the kernel surface ``K`` (NumPy or CuPy)
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
+
+from ...spec.registry import family_of_module
 
 RULES: dict[str, "Rule"] = {}
 
@@ -21,11 +24,18 @@ class Rule:
     name: str
     forward: Callable
     backward: Callable
+    family: str = ""
 
 
 def defrule(name: str, forward: Callable, backward: Callable) -> Rule:
+    """Register the runtime rule of ``name`` in the family of the calling module; twice is a bug."""
     if name in RULES:
         raise RuntimeError(f"runtime rule {name!r} registered twice")
-    r = Rule(name, forward, backward)
+    r = Rule(name, forward, backward, family_of_module(sys._getframe(1).f_globals["__name__"]))
     RULES[name] = r
     return r
+
+
+def pick(needs, *grads):
+    """``grads`` with None where ``needs`` is False: what a backward returns for unneeded inputs."""
+    return tuple(gr if nd else None for gr, nd in zip(grads, needs))

@@ -1,7 +1,8 @@
 """The CUDA device of the kernel surface: CuPy arrays, cuBLAS, and our NVRTC-compiled kernels.
 
-:func:`load_modules` is what ``get_kernels("cuda")`` calls; it is the only place that imports
-CuPy, so ``import torchlean`` never needs a GPU. Without CuPy, or with CuPy but no visible GPU,
+:func:`load` is what ``get_kernels("cuda")`` calls first; it imports CuPy, which nothing in this
+package does at import time, so ``import torchlean`` never needs a GPU. The surface is then built
+from the family modules beside this file (``elementwise.py`` next to ``src/elementwise.cu``, ...). Without CuPy, or with CuPy but no visible GPU,
 it raises :class:`~torchlean.errors.BackendUnavailableError` with the install command.
 
 Matrix products are strict float32: CuPy would use TF32 tensor cores for float32 only if its
@@ -51,27 +52,18 @@ def tf32_enabled() -> bool:
     return linalg.get_compute_type(np.dtype(np.float32)) == linalg.COMPUTE_TYPE_TF32
 
 
-def load_modules() -> list:
-    """Import CuPy (BackendUnavailableError when absent or without a GPU) and return the kernel modules."""
+#: The surfaces built on this backend: "cuda" -> the CUDA surface, ("cpu", precision) -> the CPU
+#: surface with its matrix products routed to cuBLAS (:func:`torchlean.kernels.routed_host`).
+SURFACE: dict = {}
+
+
+def load() -> None:
+    """Import CuPy (BackendUnavailableError when absent or without a GPU), forbid TF32, install the
+    allocator. The family modules are imported by the surface builder afterwards."""
     _import_cupy()
     set_tf32(False)
-    from . import attention, conv, core, layers, memory, ported, spectral
-    memory.install()
-    native = (spectral, attention, layers, conv, core)
-    # Later modules win: our native kernels over the host layer modules run on CuPy.
-    return [ported.load(skip=set().union(*(dir(m) for m in native))), *native]
+    from . import alloc  # imports CuPy
+    alloc.install()
 
 
-def cached_device_arrays() -> list:
-    """Every device array the kernels keep in their caches now (uploaded indices, broadcast plans,
-    DFT tables). A captured CUDA graph reads some of them; it holds this list, so that a cache
-    evicting an entry never frees memory the graph still reads."""
-    from . import core, spectral
-    out = []
-    for cache in (core._INDICES, core._META, spectral._TABLES):
-        for v in list(cache.values()):
-            out.extend(v if isinstance(v, tuple) else (v,))
-    return out
-
-
-__all__ = ["load_modules", "set_tf32", "tf32_enabled", "cached_device_arrays", "INSTALL"]
+__all__ = ["load", "SURFACE", "set_tf32", "tf32_enabled", "INSTALL"]

@@ -4,7 +4,7 @@ tensor cores the backward first computes delta = rowsum(dO * O) on its own, and 
 then run at once on two streams (:data:`CONCURRENT_BWD`).
 
 Device memory is O(n): the forward keeps the row log-sum-exp and nothing of size n x m. The
-semantics are those of :func:`torchlean.kernels.host_nn.flash_attention_fwd` (soft fill -1000,
+semantics are those of :func:`torchlean.kernels.host.attention.flash_attention_fwd` (soft fill -1000,
 hard masking, rows without an allowed key give 0 and lse +inf).
 
 On compute capability 8.0 and later the tile products run on tensor cores in 3xTF32 (each
@@ -20,9 +20,13 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from . import build
 from .build import Launcher, function
-from .core import _contig, _dev
+from .base import _contig, _dev
 from .ported import twin
+
+build.declare("attention", ["fa_delta"] + [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv", "ft_fwd",
+                                                                 "ft_bwd_dq", "ft_bwd_kv") for dm in (64, 128)])
 
 _ND = cupy.ndarray
 _F32 = np.dtype(np.float32)
@@ -32,7 +36,7 @@ _DMS = (64, 128)
 
 
 def _ported():
-    return twin("torchlean.kernels.host_nn")
+    return twin("torchlean.kernels.host.attention")
 
 
 def _head_dim(q, k, v, mask):

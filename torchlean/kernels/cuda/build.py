@@ -1,7 +1,7 @@
 """Compilation and launch of the native kernels in ``src/*.cu`` (NVRTC through CuPy).
 
 Each source is compiled once per process, on the first launch of any of its kernels, with
-every template instantiation it exports (``NAMES``) in one NVRTC call; CuPy also keeps the
+every template instantiation its family module declared (:func:`declare`) in one NVRTC call; CuPy also keeps the
 compiled module on disk, keyed by the full source text. ``common.cuh`` is prepended to every
 source rather than ``#include``-d, so that an edit to it changes that key.
 """
@@ -23,61 +23,26 @@ OPTIONS = ("-std=c++17",)
 
 FLOATS = ("float", "double")
 ELEMS = ("unsigned char", "unsigned short", "unsigned int", "unsigned long long")
-N_UNARY = 9
-N_BWD = 12
-N_BINARY = 4    # add, sub, mul, div (src/fused.cu)
-N_BMODE = 4     # same shape, b a scalar, a a scalar, b a row repeated over the last axis
-MULTI_TENSORS = 24  # tensors per launch of the multi-tensor optimizer kernels (MT in src/optim.cu)
-REG_WARP = (1, 2, 4, 8)         # elements per lane of the register-resident softmax rows (a warp a row)
-REG_BLOCK = (2, 4, 8, 16, 32)   # elements per thread when a block of 64..1024 threads holds a row
-# Largest N per thread that fits the 64 registers that __launch_bounds__(1024) allows without
-# (more than a few bytes of) spilling, from ptxas's report on sm_90.
-REG_BLOCK_MAX = {("softmax_reg", "float"): 32, ("softmax_reg", "double"): 16,
-                 ("softmax_bwd_reg", "float"): 16, ("softmax_bwd_reg", "double"): 8}
 
-NAMES: dict[str, list[str]] = {
-    "elementwise": (
-        [f"unary_kernel<{t}, {op}>" for t in FLOATS for op in range(N_UNARY)]
-        + [f"bwd_kernel<{t}, {op}>" for t in FLOATS for op in range(N_BWD)]
-        + [f"minmax_bwd_kernel<{t}>" for t in FLOATS]
-    ),
-    "reduce": (
-        [f"reduce_rows<{t}, {op}, {b}>" for t in FLOATS for op in (0, 1) for b in ("false", "true")]
-        + [f"reduce_cols<{t}, {op}>" for t in FLOATS for op in (0, 1)]
-        + [f"max_bwd_kernel<{t}>" for t in FLOATS]
-        + [f"reduce_vec4<{op}>" for op in (0, 1)]
-        + [f"{k}<{t}, {op}>" for k in ("reduce_rows_v", "reduce_cols_v") for t in FLOATS for op in (0, 1)]
-    ),
-    "layout": [f"{k}<{e}>" for k in ("transpose_tiled", "swap_middle", "broadcast_nd", "vec_to_rows",
-                                       "vec_to_cols", "concat2", "copy_range") for e in ELEMS],
-    "index": ([f"{k}<{e}>" for k in ("gather_vec_kernel", "gather_rows_kernel") for e in ELEMS]
-              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "scatter_add_rows_scan", "add_row_kernel")
-                 for t in FLOATS]),
-    "softmax": (
-        [f"softmax_fwd<{t}, {m}, {b}>" for t in FLOATS for m in (0, 1) for b in ("false", "true")]
-        + [f"masked_softmax_fwd<{t}, {b}>" for t in FLOATS for b in ("false", "true")]
-        + [f"softmax_bwd<{t}, {m}, {b}>" for t in FLOATS for m in (0, 1) for b in ("false", "true")]
-        + [f"{k}<{t}, {m}, {n}, false>" for k in ("softmax_reg", "softmax_bwd_reg") for t in FLOATS
-           for m in (0, 1) for n in REG_WARP]
-        + [f"{k}<{t}, {m}, {n}, true>" for k in ("softmax_reg", "softmax_bwd_reg") for t in FLOATS
-           for m in (0, 1) for n in REG_BLOCK if n <= REG_BLOCK_MAX[(k, t)]]
-    ),
-    "rng": ["uniform_f32", "uniform_f64"] + [f"{k}<{t}>" for k in ("randn_kernel", "bernoulli_kernel")
-                                             for t in FLOATS],
-    "nn": ([f"{k}<{t}, {v}>" for k in ("scan_fwd", "scan_bwd", "layer_norm_fwd_k", "layer_norm_bwd_k")
-            for t in FLOATS for v in ("false", "true")]
-           + [f"layer_norm_fwd_reg<{t}, {n}>" for t in FLOATS for n in (1, 2, 4, 8)]),
-    "optim": [f"{k}<{t}>" for k in ("sgd_kernel", "adam_kernel", "adagrad_kernel", "rmsprop_kernel",
-                                     "adadelta_kernel", "adam_multi_kernel") for t in FLOATS],
-    "fused": ([f"binary_kernel<{t}, {op}, {m}>" for t in FLOATS for op in range(N_BINARY) for m in range(N_BMODE)]
-              + [f"{k}<{t}>" for k in ("nll_fwd_kernel", "nll_scale_kernel", "nll_bwd_kernel") for t in FLOATS]),
-    "spectral": ([f"spectral_mix<{t}, {a}>" for t in FLOATS for a in ("false", "true")]
-                 + [f"{k}<{t}>" for k in ("spectral_dw", "spectral_finish") for t in FLOATS]),
-    "attention": ["fa_delta"] + [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv", "ft_fwd", "ft_bwd_dq", "ft_bwd_kv")
-                  for dm in (64, 128)],
-    "conv": ([f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in FLOATS for d in range(1, 9)]
-             + [f"bias_add_k<{t}>" for t in FLOATS]),
-}
+#: Per source module (``src/<module>.cu``, a family's name): the template instantiations NVRTC
+#: compiles. Each family module of this package declares its own (:func:`declare`) when imported.
+NAMES: dict[str, list[str]] = {}
+
+
+def declare(module: str, names) -> None:
+    """Declare the kernels of ``src/<module>.cu``: the name expressions NVRTC instantiates."""
+    NAMES[module] = list(names)
+
+
+def xmacro(module: str, macro: str) -> dict:
+    """Opcodes of the X-macro list ``#define <macro>(X) X(A) X(B) ...`` in ``src/<module>.cu``:
+    ``{"a": 0, "b": 1, ...}``. The list in the source is the one place an op is numbered; the
+    source builds its enum from it and the Python launchers read it here."""
+    m = re.search(rf"#define {macro}\(X\)((?:[^\n]*\\\n)*[^\n]*)", (SRC / f"{module}.cu").read_text())
+    if m is None:
+        raise RuntimeError(f"src/{module}.cu defines no X-macro list {macro}(X)")
+    return {op.lower(): i for i, op in enumerate(re.findall(r"X\((\w+)\)", m.group(1)))}
+
 
 _MODULES: dict[str, cupy.RawModule] = {}
 _FUNCS: dict[tuple[str, str], object] = {}

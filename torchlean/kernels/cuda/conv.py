@@ -1,6 +1,6 @@
 """Native convolution kernels: im2col and its adjoint (``src/conv.cu``) around cuBLAS GEMMs.
 
-Semantics are those of :mod:`torchlean.kernels.host_conv` (channels-first, N-d for
+Semantics are those of :mod:`torchlean.kernels.host.conv` (channels-first, N-d for
 1 <= d <= 8 spatial axes, stride, padding, dilation, groups, batched). The algorithm:
 
 * forward: ``cols (n, C_in, K, P)`` (``K = prod(kernel)``, ``P = prod(out)``) from one native
@@ -32,12 +32,17 @@ import cupy
 import numpy as np
 
 from . import gemm as _gemm
+from . import build
 from .build import blocks, ftype, launch
-from .core import _contig, _dev, _reduce, reduce_sum_axis0
+from .base import _contig, _dev
+from .reduce import _reduce, reduce_sum_axis0
 from .ported import twin
 
 __all__ = ["conv_forward", "conv_backward", "conv_transpose_forward", "conv_transpose_backward",
            "COLS_BUDGET"]
+
+build.declare("conv", [f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in build.FLOATS for d in range(1, 9)]
+              + [f"bias_add_k<{t}>" for t in build.FLOATS])
 
 #: Upper bound, in bytes, of one column buffer (cols or dcols); the batch is chunked to fit it.
 COLS_BUDGET = 256 * 2 ** 20
@@ -49,7 +54,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _ported():
-    return twin("torchlean.kernels.host_conv")
+    return twin("torchlean.kernels.host.conv")
 
 
 def _geom(in_sp, out_sp, k, s, p, dil) -> bytes:

@@ -1,145 +1,154 @@
-"""Allocator telemetry of the seeds' CUDA buffers, on top of CuPy's memory pool.
+"""CUDA kernels of the memory family: allocation, copies, host transfers, dtype casts, masks and
+DLPack exchange.
 
-CuPy's pool reports bytes in use and bytes reserved, but not how many buffers were allocated
-or freed, nor the peak. :func:`install` puts a thin allocator in front of the pool: each
-allocation is counted, and wrapped so that its release is counted when CuPy drops the last
-reference. Bytes are the sizes asked for (the pool rounds blocks up to 512 bytes; its own
-figures are reported as ``pool_used_bytes`` and ``pool_reserved_bytes``).
-
-The allocator also keeps the blocks of small buffers it was given back, by device, stream and
-rounded size, and hands them out again without a trip through the pool: an eager op allocates
-its output every call, and the pool's best-fit search and locking cost more host time than the
-kernel launch itself at small sizes. Reuse is stream-ordered, as in the pool: a block freed on
-one stream is handed out again only on that stream, so work queued before the free finishes
-before work queued after the reuse. At most :data:`CACHE_LIMIT` bytes are kept this way;
-:func:`free_cached` (``tl.cuda.empty_cache()``) and an allocation that finds the pool out of
-memory give them all back to the pool.
-"""
+Two caches live here: device copies of small host masks (by content), and the allocations shared
+with other libraries through DLPack, whose contents may change behind this process's back (the
+index family then never reuses a host copy of them)."""
 
 from __future__ import annotations
 
+import weakref
+
 import cupy
+import numpy as np
 
-# live bytes, peak bytes, allocations, frees
-_STATS = [0, 0, 0, 0]
-_POOL = None
-
-#: Buffers up to this many bytes are recycled by the allocator itself (see the module docs).
-SMALL_BYTES = 1 << 22
-#: Most bytes the allocator keeps for reuse; freed blocks beyond it go back to the pool.
-CACHE_LIMIT = 1 << 28
-_FREE: dict = {}        # (device, stream pointer, rounded size) -> [pool MemoryPointer, ...]
-_CACHED = [0]           # bytes held in _FREE
+from .base import _contig, _dev
 
 
-class _Block(tuple):
-    """(pool pointer, size, free-list key or None): owns one pool allocation; its finalizer is
-    the "free" event, and returns a small block to the free list.
-
-    A tuple subclass is built without a Python-level ``__init__``: the allocator runs for
-    every array, so its cost is part of every kernel call."""
-
-    __slots__ = ()
-
-    def __del__(self):
-        s = _STATS
-        if s is None:  # interpreter shutdown
-            return
-        s[0] -= self[1]
-        s[3] += 1
-        key = self[2]
-        if key is not None and _CACHED[0] < CACHE_LIMIT:
-            lst = _FREE.get(key)
-            if lst is None:
-                lst = _FREE[key] = []
-            lst.append(self[0])
-            _CACHED[0] += key[2]
+# ---- memory and transfer --------------------------------------------------------------------
 
 
-_Unowned = cupy.cuda.memory.UnownedMemory
-_Pointer = cupy.cuda.memory.MemoryPointer
-_OutOfMemory = cupy.cuda.memory.OutOfMemoryError
-_device_id = cupy.cuda.device.get_device_id
-_current_stream = cupy.cuda.stream.get_current_stream
-_pool_malloc = None
+def zeros(shape, dtype):
+    return cupy.zeros(shape, dtype=dtype)
 
 
-def _malloc(size):
-    if size == 0:
-        return _pool_malloc(0)
-    key = None
-    if size <= SMALL_BYTES:
-        key = (_device_id(), _current_stream().ptr, (size + 511) & ~511)
-        lst = _FREE.get(key)
-        mp = None
-        if lst:
-            try:
-                mp = lst.pop()
-                _CACHED[0] -= key[2]
-            except IndexError:  # another thread took the last one
-                pass
-        if mp is None:
-            mp = _pool_alloc(key[2])
+def full(shape, value, dtype):
+    return cupy.full(shape, value, dtype=dtype)
+
+
+def empty(shape, dtype):
+    return cupy.empty(shape, dtype=dtype)
+
+
+def copy(x):
+    return _dev(x).copy(order="C")
+
+
+def from_host(a, dtype):
+    if isinstance(a, cupy.ndarray):
+        return _contig(a.astype(dtype, copy=False))
+    # NumPy's float64 -> float32 cast rounds to nearest even; the upload then copies bytes.
+    return cupy.asarray(np.asarray(a, dtype=dtype, order="C"))
+
+
+def to_host(x):
+    if isinstance(x, cupy.ndarray):
+        return cupy.asnumpy(x)
+    return np.array(x, copy=True)
+
+
+def astype(x, dtype):
+    return x.astype(dtype, copy=False)
+
+
+def ascontiguous(x):
+    return _contig(x)
+
+
+def fill(x, value):
+    x.fill(value)
+    if x.dtype.kind in "iub":
+        note_int_write()
+
+
+def assign(dst, src):
+    if isinstance(src, (np.ndarray, np.generic)):
+        dst.set(np.ascontiguousarray(src, dtype=dst.dtype))  # one host-to-device copy, no temporary
     else:
-        mp = _pool_alloc(size)
-    s = _STATS
-    live = s[0] + size
-    s[0] = live
-    s[2] += 1
-    if live > s[1]:
-        s[1] = live
-    return _Pointer(_Unowned(mp.ptr, size, _Block((mp, size, key)), mp.device_id), 0)
+        dst[...] = src
+    if dst.dtype.kind in "iub":
+        note_int_write()
 
 
-def _pool_alloc(size):
-    try:
-        return _pool_malloc(size)
-    except _OutOfMemory:
-        if not _FREE:
-            raise
-        _release_free_list()  # the blocks kept for reuse go back to the pool, which retries
-        return _pool_malloc(size)
+# In-place writes to integer arrays so far: host copies of integer device arrays (loss targets,
+# indices) taken before one are stale (see index.host_ints).
+INT_WRITES = [0]
 
 
-def _release_free_list() -> None:
-    _FREE.clear()
-    _CACHED[0] = 0
+def note_int_write() -> None:
+    INT_WRITES[0] += 1
 
 
-def install() -> None:
-    """Route CuPy's allocations through the counting allocator (idempotent)."""
-    global _POOL, _pool_malloc
-    if _POOL is None:
-        _POOL = cupy.get_default_memory_pool()
-        _pool_malloc = _POOL.malloc
-    cupy.cuda.set_allocator(_malloc)
+# ---- masks ----------------------------------------------------------------------------------
+
+# Device copies of host masks, keyed by content: a causal mask is rebuilt on the host at every
+# call, and uploading it each time would make the host wait for the GPU at every attention layer.
+MASKS: dict = {}
+_MASKS_MAX = 64
+_MASK_CACHE_BYTES = 1 << 22
 
 
-def stats() -> dict:
-    """Live bytes, peak bytes, allocation and free counts, and the pool's used / reserved bytes.
-
-    ``pool_used_bytes`` counts the blocks of live buffers; blocks kept for reuse count as
-    reserved, like the pool's own cached blocks."""
-    live, peak, allocs, frees = _STATS
-    pool = _POOL if _POOL is not None else cupy.get_default_memory_pool()
-    return {
-        "live_bytes": live,
-        "peak_bytes": peak,
-        "allocations": allocs,
-        "frees": frees,
-        "live_buffers": allocs - frees,
-        "pool_used_bytes": pool.used_bytes() - _CACHED[0],
-        "pool_reserved_bytes": pool.total_bytes(),
-    }
-
-
-def reset_peak() -> None:
-    """Set the peak to the bytes live now."""
-    _STATS[1] = _STATS[0]
+def bool_mask(mask, shape):
+    """Only the distinct entries of a host mask travel: axes it is broadcast along (stride 0)
+    stay broadcast on the device, and small masks are uploaded once per content."""
+    shape = tuple(shape)
+    if isinstance(mask, cupy.ndarray):
+        m = mask if mask.dtype == np.bool_ else mask != 0
+        return cupy.broadcast_to(m, shape)
+    m = np.asarray(mask)
+    core = m[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(m.strides, m.shape))]
+    core = np.ascontiguousarray(core != 0)
+    key = (cupy.cuda.Device().id, core.shape, core.tobytes()) if core.nbytes <= _MASK_CACHE_BYTES else None
+    d = MASKS.get(key) if key is not None else None
+    if d is None:
+        d = cupy.asarray(core)
+        if key is not None:
+            if len(MASKS) >= _MASKS_MAX:
+                MASKS.pop(next(iter(MASKS)))
+            MASKS[key] = d
+    return cupy.broadcast_to(cupy.broadcast_to(d, m.shape), shape)
 
 
-def free_cached() -> None:
-    """Return the unused blocks to the driver (what ``pool_reserved_bytes`` counts beyond use):
-    first the blocks kept for reuse go back to the pool, then the pool's cached blocks."""
-    _release_free_list()
-    (_POOL or cupy.get_default_memory_pool()).free_all_blocks()
+# ---- DLPack ---------------------------------------------------------------------------------
+
+# Device buffers shared with other libraries through DLPack (exported or imported): their owners
+# may write them at any time, so no host copy of them is ever reused. Base address -> weak
+# reference to the array that owns the allocation here: once that array is gone the address may
+# hold a new, unshared buffer.
+SHARED_BUFFERS: dict = {}
+
+
+def buffer_base(v):
+    """The base address of the device allocation holding array ``v`` (views included), or None."""
+    mem = getattr(getattr(v, "data", None), "mem", None)
+    return getattr(mem, "ptr", None)
+
+
+def _note_shared(v) -> None:
+    base = buffer_base(v)
+    if base is not None:
+        root = v.base if getattr(v, "base", None) is not None else v
+        SHARED_BUFFERS[base] = weakref.ref(root)
+
+
+def is_shared_buffer(v) -> bool:
+    """True when ``v`` lies in a live allocation shared through DLPack (see SHARED_BUFFERS)."""
+    base = buffer_base(v)
+    ref = SHARED_BUFFERS.get(base)
+    if ref is None:
+        return False
+    if ref() is None:  # its arrays are gone: the address was freed and may be reused
+        del SHARED_BUFFERS[base]
+        return False
+    return True
+
+
+def from_dlpack(obj):
+    v = cupy.from_dlpack(obj)
+    _note_shared(v)
+    return v
+
+
+def dlpack(x, **kw):
+    _note_shared(x)
+    return x.__dlpack__(**kw)

@@ -1,7 +1,7 @@
 """Spectral convolution (the FNO layer) on the GPU: the real transforms by cuBLAS or cuFFT, the
 mode mixing and the weight reduction by native kernels (``src/spectral.cu``).
 
-Semantics are those of :mod:`torchlean.kernels.host_nn` (``spectral_conv1d_rfft_*``). ``x`` is
+Semantics are those of :mod:`torchlean.kernels.host.spectral` (``spectral_conv1d_rfft_*``). ``x`` is
 ``(batch, grid, in)`` and the transform runs along the grid axis. Two ways to the spectrum:
 
 * few modes (``modes <= DFT_MAX_MODES``): only bins ``k < modes`` are ever used, so the forward
@@ -36,9 +36,14 @@ import cupyx.scipy.fft as _cfft
 import numpy as np
 
 from . import gemm as _gemm
+from . import build
 from .build import blocks, ftype, launch
-from .core import _contig, _dev, _sm_count, _swap
+from .base import _contig, _dev, _sm_count
+from .shape import _swap
 from .ported import twin
+
+build.declare("spectral", [f"spectral_mix<{t}, {a}>" for t in build.FLOATS for a in ("false", "true")]
+              + [f"{k}<{t}>" for k in ("spectral_dw", "spectral_finish") for t in build.FLOATS])
 
 DFT_MAX_MODES = 64          # above this the DFT GEMM's flops (4 modes per element) outgrow cuFFT's passes
 DFT_MAX_TABLE = 1 << 24     # entries of the (2 modes, grid) table: larger grids go to cuFFT
@@ -52,7 +57,7 @@ _TABLES: dict = {}
 
 
 def _ported():
-    return twin("torchlean.kernels.host_nn")
+    return twin("torchlean.kernels.host.spectral")
 
 
 def _inputs(x, w_re, w_im, g=None):

@@ -8,10 +8,15 @@ torch computes the same thing (the test oracle).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Callable
 
 import numpy as np
+
+from ...spec import FAMILIES
+from ...spec.registry import family_of_module
 
 # Tolerances once per device: |device - spec| <= atol + rtol * max|spec| (float32 vs float64).
 DEVICE_TOL = {"cpu": (2e-5, 2e-4), "cuda": (5e-5, 5e-4)}
@@ -43,6 +48,7 @@ class OpInfo:
     torch_ref: Callable | None = None  # torch_ref(torch, *tensors, **attrs) -> tensor
     tol_scale: float = 1.0        # multiplies DEVICE_TOL for ops that sum many terms
     devices: tuple = ("cpu", "cuda")
+    family: str = ""            # set by defop: the family file that registers the record
 
     def differentiable(self, n_inputs: int) -> tuple:
         return tuple(range(n_inputs)) if self.diff is None else self.diff
@@ -52,6 +58,8 @@ OPINFOS: dict[str, OpInfo] = {}
 
 
 def defop(info: OpInfo) -> OpInfo:
+    """Register ``info`` in the family of the calling module; registering a name twice is a bug."""
+    info.family = info.family or family_of_module(sys._getframe(1).f_globals["__name__"])
     if info.name in OPINFOS:
         raise RuntimeError(f"opinfo {info.name!r} registered twice")
     OPINFOS[info.name] = info
@@ -71,8 +79,7 @@ def rand_away(rng, *shape, lo=-1.0, hi=1.0, gap=0.05, points=(0.0,)):
     return x
 
 
-from . import elementwise, reduce, shape_ops, index, linalg, nn, layers  # noqa: E402,F401
-from . import convert  # noqa: E402,F401
-from . import conv  # noqa: E402,F401
+for _family in FAMILIES:
+    import_module(f"{__name__}.{_family}")  # registration
 
 __all__ = ["OpInfo", "Sample", "BadInput", "OPINFOS", "defop", "DEVICE_TOL", "rand", "rand_away"]

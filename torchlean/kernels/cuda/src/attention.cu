@@ -1,6 +1,6 @@
 // Flash attention in float32: a tiled online-softmax forward and a two-kernel backward.
 //
-// Semantics are those of host_nn.flash_attention_fwd/_bwd: logits s = (q * scale) k^T, a
+// Semantics are those of torchlean.kernels.host.attention.flash_attention_fwd/_bwd: logits s = (q * scale) k^T, a
 // blocked logit becomes -1000 (or, with hard masking, its weight 0), the forward saves only
 // the row log-sum-exp, and the backward recomputes the probabilities from it. No n x m matrix
 // ever lives in device memory.

@@ -4,8 +4,24 @@
 
 #define ILP 4
 
+// The ops of each kernel, in opcode order. These lists are the one place an op is numbered:
+// the enums below are built from them and torchlean/kernels/cuda/elementwise.py reads them
+// (build.xmacro), so adding an op is a list entry and its case; an op without a case does not
+// compile (the static_asserts).
+#define UNARY_OPS(X) X(RELU) X(SIGMOID) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) X(SAFE_LOG) X(CLAMP) X(POW)
+#define BWD_OPS(X) X(RELU) X(ABS) X(SQRT) X(SIGMOID) X(TANH) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) \
+    X(SAFE_LOG) X(CLAMP) X(POW)
+#define BINARY_OPS(X) X(ADD) X(SUB) X(MUL) X(DIV)
+
+#define TL_U(name) U_##name,
+#define TL_B(name) B_##name,
+#define TL_OP(name) OP_##name,
+enum { UNARY_OPS(TL_U) N_UNARY };
+enum { BWD_OPS(TL_B) N_BWD };
+enum { BINARY_OPS(TL_OP) N_BINARY };
+template <int OP> struct tl_no_case { static constexpr bool value = false; };
+
 // ---- forward activations: y = f(x) ---------------------------------------------------------
-enum { U_RELU = 0, U_SIGMOID, U_SOFTPLUS, U_SILU, U_GELU_ERF, U_GELU_TANH, U_SAFE_LOG, U_CLAMP, U_POW };
 
 #define SQRT_2_OVER_PI 0.7978845608028654
 #define INV_SQRT_2 0.7071067811865476
@@ -13,20 +29,19 @@ enum { U_RELU = 0, U_SIGMOID, U_SOFTPLUS, U_SILU, U_GELU_ERF, U_GELU_TANH, U_SAF
 #define SAFE_LOG_EPS 1e-6
 
 template <typename T, int OP> __device__ __forceinline__ T unary_op(T x, T p0, T p1) {
-    if (OP == U_RELU) return x > T(0) ? x : (tl_isnan(x) ? x : T(0));
-    if (OP == U_SIGMOID) return tl_sigmoid(x);
-    if (OP == U_SOFTPLUS) return tl_softplus(x);
-    if (OP == U_SILU) return x * tl_sigmoid(x);
-    if (OP == U_GELU_ERF) return T(0.5) * x * (T(1) + tl_erf(x * T(INV_SQRT_2)));
-    if (OP == U_GELU_TANH)
+    if constexpr (OP == U_RELU) return x > T(0) ? x : (tl_isnan(x) ? x : T(0));
+    else if constexpr (OP == U_SIGMOID) return tl_sigmoid(x);
+    else if constexpr (OP == U_SOFTPLUS) return tl_softplus(x);
+    else if constexpr (OP == U_SILU) return x * tl_sigmoid(x);
+    else if constexpr (OP == U_GELU_ERF) return T(0.5) * x * (T(1) + tl_erf(x * T(INV_SQRT_2)));
+    else if constexpr (OP == U_GELU_TANH)
         return T(0.5) * x * (T(1) + tl_tanh(T(SQRT_2_OVER_PI) * (x + T(0.044715) * x * x * x)));
-    if (OP == U_SAFE_LOG) return tl_log(tl_softplus(x) + T(SAFE_LOG_EPS));
-    if (OP == U_CLAMP) {  // NumPy's clip: min(max(x, lo), hi), NaN passes through
+    else if constexpr (OP == U_SAFE_LOG) return tl_log(tl_softplus(x) + T(SAFE_LOG_EPS));
+    else if constexpr (OP == U_CLAMP) {  // NumPy's clip: min(max(x, lo), hi), NaN passes through
         T t = x < p0 ? p0 : x;
         return t > p1 ? p1 : t;
-    }
-    if (OP == U_POW) return tl_pow(x, p0);
-    return x;
+    } else if constexpr (OP == U_POW) return tl_pow(x, p0);
+    else static_assert(tl_no_case<OP>::value, "a UNARY_OPS entry without a case in unary_op");
 }
 
 template <typename T, int OP>
@@ -46,46 +61,37 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, i64 n, 
 }
 
 // ---- backward: out = g * f'(a) where a is the saved input x or output y ----------------------
-enum {
-    B_RELU = 0, B_ABS, B_SQRT, B_SIGMOID, B_TANH, B_SOFTPLUS, B_SILU, B_GELU_ERF, B_GELU_TANH,
-    B_SAFE_LOG, B_CLAMP, B_POW
-};
 
 template <typename T> __device__ __forceinline__ T tl_sign(T x) {
     return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));
 }
 
 template <typename T, int OP> __device__ __forceinline__ T bwd_op(T a, T g, T p0, T p1, int flags) {
-    if (OP == B_RELU) return a > T(0) ? g : T(0);
-    if (OP == B_ABS) return g * tl_sign(a);
-    if (OP == B_SQRT) return a > T(0) ? (T(0.5) * g) / a : T(0);
-    if (OP == B_SIGMOID) return g * a * (T(1) - a);
-    if (OP == B_TANH) return g * (T(1) - a * a);
-    if (OP == B_SOFTPLUS) return g * tl_sigmoid(a);
-    if (OP == B_SILU) {
+    if constexpr (OP == B_RELU) return a > T(0) ? g : T(0);
+    else if constexpr (OP == B_ABS) return g * tl_sign(a);
+    else if constexpr (OP == B_SQRT) return a > T(0) ? (T(0.5) * g) / a : T(0);
+    else if constexpr (OP == B_SIGMOID) return g * a * (T(1) - a);
+    else if constexpr (OP == B_TANH) return g * (T(1) - a * a);
+    else if constexpr (OP == B_SOFTPLUS) return g * tl_sigmoid(a);
+    else if constexpr (OP == B_SILU) {
         T s = tl_sigmoid(a);
         return g * s * (T(1) + a * (T(1) - s));
-    }
-    if (OP == B_GELU_ERF) {
+    } else if constexpr (OP == B_GELU_ERF) {
         T cdf = T(0.5) * (T(1) + tl_erf(a * T(INV_SQRT_2)));
         return g * (cdf + a * tl_exp(T(-0.5) * a * a) * T(INV_SQRT_2PI));
-    }
-    if (OP == B_GELU_TANH) {
+    } else if constexpr (OP == B_GELU_TANH) {
         const T c = T(SQRT_2_OVER_PI), k = T(0.044715);
         T t = tl_tanh(c * (a + k * a * a * a));
         T d = T(0.5) * (T(1) + t) + T(0.5) * a * (T(1) - t * t) * c * (T(1) + T(3) * k * a * a);
         return g * d;
-    }
-    if (OP == B_SAFE_LOG) return g * tl_sigmoid(a) / (tl_softplus(a) + T(SAFE_LOG_EPS));
-    if (OP == B_CLAMP) {  // flags bit 0: lo given, bit 1: hi given; strictly inside passes g
+    } else if constexpr (OP == B_SAFE_LOG) return g * tl_sigmoid(a) / (tl_softplus(a) + T(SAFE_LOG_EPS));
+    else if constexpr (OP == B_CLAMP) {  // flags bit 0: lo given, bit 1: hi given; strictly inside passes g
         bool inside = (!(flags & 1) || a > p0) && (!(flags & 2) || a < p1);
         return inside ? g : T(0);
-    }
-    if (OP == B_POW) {  // p0 = p (p == 0 is handled on the host)
+    } else if constexpr (OP == B_POW) {  // p0 = p (p == 0 is handled on the host)
         if (flags & 1) return T(2) * g * a;  // p == 2
         return g * p0 * tl_pow(a, p0 - T(1));
-    }
-    return g;
+    } else static_assert(tl_no_case<OP>::value, "a BWD_OPS entry without a case in bwd_op");
 }
 
 template <typename T, int OP>
@@ -128,5 +134,37 @@ __global__ void minmax_bwd_kernel(const T* __restrict__ a, const T* __restrict__
             ga[i] = vg[k] * wa;
             gb[i] = vg[k] * (T(1) - wa);
         }
+    }
+}
+
+// ---- same-dtype binary arithmetic: one launch instead of CuPy's generic ufunc dispatch ---------
+
+#define BIN_ILP 4
+
+// MODE 0: same shape; 1: b is a scalar; 2: a is a scalar; 3: b is a row repeated over `cols`.
+template <typename T, int OP> __device__ __forceinline__ T bin_op(T a, T b) {
+    if constexpr (OP == OP_ADD) return a + b;
+    else if constexpr (OP == OP_SUB) return a - b;
+    else if constexpr (OP == OP_MUL) return a * b;
+    else if constexpr (OP == OP_DIV) return a / b;
+    else static_assert(tl_no_case<OP>::value, "a BINARY_OPS entry without a case in bin_op");
+}
+
+template <typename T, int OP, int MODE>
+__global__ void binary_kernel(const T* a, const T* b, T* out, i64 n, i64 cols) {
+    const i64 base = (i64)blockIdx.x * blockDim.x * BIN_ILP + threadIdx.x;
+    T va[BIN_ILP], vb[BIN_ILP];
+#pragma unroll
+    for (int k = 0; k < BIN_ILP; ++k) {
+        const i64 i = base + (i64)k * blockDim.x;
+        if (i < n) {
+            va[k] = MODE == 2 ? a[0] : a[i];
+            vb[k] = MODE == 1 ? b[0] : (MODE == 3 ? b[i % cols] : b[i]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < BIN_ILP; ++k) {
+        const i64 i = base + (i64)k * blockDim.x;
+        if (i < n) out[i] = bin_op<T, OP>(va[k], vb[k]);
     }
 }

@@ -1,4 +1,4 @@
-// Counter-based random numbers: the same splitmix64 integers as torchlean.kernels.host.random_bits,
+// Counter-based random numbers: the same splitmix64 integers as torchlean.spec.rng.random_bits,
 // so uniforms agree bit for bit with the CPU. `key` = mix(seed * GOLD + counter) is computed on
 // the host; element i draws mix(key ^ (i * GOLD + GOLD)).
 

@@ -1,63 +1,21 @@
-"""Runtime rules of the softmax family, the losses and dropout (meaning: :mod:`torchlean.spec.nn`).
+"""Runtime rules of the loss family (meaning: :mod:`torchlean.spec.loss`).
 
-The softmax kernels act on the last axis with leading axes folded into rows; an
-op over another axis moves that axis last and back (pure data movement). The
-class-target losses fold ``(N, C, d1, ...)`` into rows ``(N * d1 * ..., C)`` the
-same way. Targets and class weights are host arrays: the derived per-row
-quantities (validity, picked weights, their total) are computed on the host and
-uploaded once. A target that came from a CUDA tensor (``remember_device_copy``)
-runs from that tensor's buffer instead.
-"""
+The class-target losses fold ``(N, C, d1, ...)`` into rows ``(N * d1 * ..., C)``. Targets and
+class weights are host arrays: the derived per-row quantities (validity, picked weights, their
+total) are computed on the host and uploaded once. The targets themselves reach the kernels
+through ``device_ints``, which on CUDA reads the buffer a target tensor's host copy came from."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...kernels.api import device_copy
-from ...shape import norm_axis
+from ...shape import moveaxis_perm
 from .registry import defrule
-
-
-def _to_last(K, x, axis):
-    return x if axis == x.ndim - 1 else K.ascontiguous(K.xp.moveaxis(x, axis, -1))
-
-
-def _from_last(K, y, axis):
-    return y if axis == y.ndim - 1 else K.ascontiguous(K.xp.moveaxis(y, -1, axis))
 
 
 def _upload(K, a, dtype):
     """A host attribute array on ``K``'s device in ``dtype``."""
     return K.from_host(np.asarray(a), dtype)
-
-
-# ---- softmax / log_softmax ------------------------------------------------------------------
-
-def _softmax_rule(name, fwd_kernel, bwd_kernel):
-    def fwd(K, x, *, axis=-1):
-        ax = norm_axis(axis, x.ndim, name)
-        y = getattr(K, fwd_kernel)(_to_last(K, x, ax))
-        return _from_last(K, y, ax), (y, ax)
-
-    def bwd(K, s, g, n):
-        y, ax = s
-        return (_from_last(K, getattr(K, bwd_kernel)(y, _to_last(K, g, ax)), ax),)
-
-    defrule(name, fwd, bwd)
-
-
-_softmax_rule("softmax", "softmax", "softmax_bwd")
-_softmax_rule("log_softmax", "log_softmax", "log_softmax_bwd")
-
-
-def _masked_fwd(K, x, *, mask):
-    m = np.asarray(mask) if K.device == "cpu" else _upload(K, mask, bool)
-    y = K.masked_softmax(x, m)
-    return y, y
-
-
-# Blocked entries have y = 0, so the plain softmax backward gives them (and fully blocked rows) 0.
-defrule("hard_masked_softmax", _masked_fwd, lambda K, y, g, n: (K.softmax_bwd(y, g),))
 
 
 # ---- mse_loss -------------------------------------------------------------------------------
@@ -77,31 +35,26 @@ def _rows(K, x):
         return x.reshape(1, -1)
     if x.ndim == 2:
         return x
-    return K.ascontiguous(K.xp.moveaxis(x, 1, -1)).reshape(-1, x.shape[1])
+    return K.permute(x, moveaxis_perm(x.ndim, 1, -1)).reshape(-1, x.shape[1])
 
 
 def _unrows(K, d, shape):
     if len(shape) <= 2:
         return d.reshape(shape)
     d = d.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],))
-    return K.ascontiguous(K.xp.moveaxis(d, -1, 1))
+    return K.permute(d, moveaxis_perm(d.ndim, -1, 1))
 
 
 class _Targets:
     """The targets of one call on ``K``'s device (``target`` is the host attribute, already
-    validated by the shape rule). On CUDA a target that came from a device buffer runs from that
-    buffer, with no upload; ``valid`` and ``total`` (label smoothing only) are computed on first use."""
+    validated by the shape rule); ``valid`` and ``total`` (label smoothing only) are computed on
+    first use."""
 
     def __init__(self, K, C, dtype, target, weight, ignore_index):
         self.K, self.dtype, self.target, self.weight, self.ignore_index = K, dtype, target, weight, ignore_index
         self.shape = np.shape(target)
         self.M, self.C = int(np.prod(self.shape, dtype=np.int64)), C
-        dev = None if K.device == "cpu" else device_copy(target)
-        if dev is not None:
-            self.t = K.ascontiguous(K.astype(dev, np.int64)).reshape(-1)
-        else:
-            t = np.asarray(target, dtype=np.int64).reshape(-1)
-            self.t = t if K.device == "cpu" else _upload(K, t, np.int64)
+        self.t = K.ascontiguous(K.device_ints(target)).reshape(-1)
         self.w = None if weight is None else _upload(K, np.asarray(weight, dtype=np.float64), dtype)
         self._valid = self._total = None
 
@@ -183,16 +136,3 @@ def _ce_bwd(K, s, g, n):
 
 
 defrule("cross_entropy", _ce_fwd, _ce_bwd)
-
-
-# ---- dropout --------------------------------------------------------------------------------
-
-def _dropout_fwd(K, x, *, p, seed, counter):
-    if p == 0:
-        return K.copy(x), None
-    # The keep-mask already scaled by 1 / (1 - p): forward and backward multiply by it.
-    m = K.scale(K.bernoulli_mask(x.shape, 1.0 - p, seed, counter, x.dtype), 1.0 / (1.0 - p))
-    return K.mul(x, m), m
-
-
-defrule("dropout", _dropout_fwd, lambda K, m, g, n: (K.copy(g) if m is None else K.mul(g, m),))

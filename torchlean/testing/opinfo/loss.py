@@ -1,4 +1,4 @@
-"""Test records of the softmax family, the losses and dropout."""
+"""Test records of the loss family."""
 
 from __future__ import annotations
 
@@ -6,59 +6,6 @@ import numpy as np
 
 from ...errors import DomainError, DTypeError, IndexRangeError, ShapeError
 from . import BadInput, OpInfo, Sample, defop, rand
-
-# ---- softmax / log_softmax ------------------------------------------------------------------
-
-_SOFTMAX = [((5,), -1), ((3, 4), -1), ((3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), -3), ((3, 1), -1),
-            ((1,), 0), ((4, 1), 0)]
-
-
-def _softmax_samples(rng):
-    out = [Sample((rand(rng, *s, lo=-3, hi=3),), {"axis": a}, f"{s} axis={a}") for s, a in _SOFTMAX]
-    out.append(Sample((rand(rng, 2, 6, lo=-3, hi=3),), {}, "default axis"))
-    return out
-
-
-def _softmax_bad(op):
-    return lambda rng: [BadInput((np.ones((2, 3)),), {"axis": 2}, ShapeError, "axis 2", "axis out of range"),
-                        BadInput((np.ones(()),), {}, ShapeError, "at least 1 axis", "0-d input")]
-
-
-defop(OpInfo("softmax", _softmax_samples, _softmax_bad("softmax"),
-             torch_ref=lambda torch, x, *, axis=-1: torch.softmax(x, axis)))
-defop(OpInfo("log_softmax", _softmax_samples, _softmax_bad("log_softmax"),
-             torch_ref=lambda torch, x, *, axis=-1: torch.log_softmax(x, axis)))
-
-
-# ---- hard_masked_softmax --------------------------------------------------------------------
-
-def _masked_samples(rng):
-    m = rng.uniform(size=(4, 5)) > 0.4
-    m[1] = False                     # a fully blocked row
-    m[2] = True
-    m3 = (rng.uniform(size=(3, 4)) > 0.5).astype(np.float64)
-    m3[0] = 0.0
-    return [Sample((rand(rng, 4, 5, lo=-3, hi=3),), {"mask": m}, "bool mask, blocked row"),
-            Sample((rand(rng, 2, 3, 4, lo=-3, hi=3),), {"mask": m3}, "0/1 float mask broadcast over batch"),
-            Sample((rand(rng, 3, 6),), {"mask": np.array([1, 0, 1, 1, 0, 1])}, "int mask over last axis"),
-            Sample((rand(rng, 2, 1),), {"mask": np.ones((2, 1), bool)}, "size-1 rows"),
-            Sample((rand(rng, 5),), {"mask": np.ones(5, bool)}, "1-D, nothing blocked")]
-
-
-def _masked_bad(rng):
-    return [BadInput((np.ones((3, 5)),), {"mask": np.ones(4, bool)}, ShapeError, "(4,)", "mask shape"),
-            BadInput((np.ones((3, 5)),), {"mask": np.ones((2, 3, 5), bool)}, ShapeError, "(2, 3, 5)",
-                     "mask larger than input"),
-            BadInput((np.ones((3, 5)),), {"mask": np.full((3, 5), 2.0)}, DomainError, "0 or 1", "mask values")]
-
-
-def _masked_torch(torch, x, *, mask):
-    m = torch.as_tensor(np.broadcast_to(np.asarray(mask) != 0, tuple(x.shape)).copy())
-    # A large finite fill keeps fully blocked rows finite (uniform), then the mask zeroes them.
-    return torch.softmax(x.masked_fill(~m, -1e300), -1) * m
-
-
-defop(OpInfo("hard_masked_softmax", _masked_samples, _masked_bad, torch_ref=_masked_torch))
 
 
 # ---- mse_loss -------------------------------------------------------------------------------
@@ -134,25 +81,7 @@ def _torch_class_ref(fn_name):
 
 defop(OpInfo("cross_entropy", lambda rng: _class_samples(rng, True), _class_bad("cross_entropy"),
              torch_ref=_torch_class_ref("cross_entropy")))
+
+
 defop(OpInfo("nll_loss", lambda rng: _class_samples(rng, False), _class_bad("nll_loss"),
              torch_ref=_torch_class_ref("nll_loss")))
-
-
-# ---- dropout --------------------------------------------------------------------------------
-
-def _dropout_samples(rng):
-    return [Sample((rand(rng, 8, 16),), {"p": 0.5, "seed": 0, "counter": 0}, "p=0.5"),
-            Sample((rand(rng, 3, 4, 5),), {"p": 0.1, "seed": 7, "counter": 3}, "p=0.1"),
-            Sample((rand(rng, 6),), {"p": 0.0, "seed": 1, "counter": 0}, "p=0 identity"),
-            Sample((rand(rng),), {"p": 0.3, "seed": 2, "counter": 5}, "0-d"),
-            Sample((rand(rng, 50),), {"p": 0.9, "seed": 123, "counter": 1}, "p=0.9")]
-
-
-def _dropout_bad(rng):
-    return [BadInput((np.ones(3),), {"p": 1.0, "seed": 0, "counter": 0}, DomainError, "[0, 1)", "p = 1"),
-            BadInput((np.ones(3),), {"p": -0.1, "seed": 0, "counter": 0}, DomainError, "-0.1", "p < 0"),
-            BadInput((np.ones(3),), {"p": 0.5, "seed": -1, "counter": 0}, DomainError, "seed", "negative seed"),
-            BadInput((np.ones(3),), {"p": 0.5, "seed": 0, "counter": 1.5}, DomainError, "counter", "float counter")]
-
-
-defop(OpInfo("dropout", _dropout_samples, _dropout_bad))

@@ -1,36 +1,5 @@
-// Small fused kernels of the eager hot path: same-dtype binary arithmetic (one launch instead
-// of CuPy's generic ufunc dispatch) and the class-target NLL loss with its backward (one or two
-// launches instead of a chain of gathers, wheres and reductions).
-
-#define BIN_ILP 4
-
-enum { OP_ADD = 0, OP_SUB, OP_MUL, OP_DIV };
-// MODE 0: same shape; 1: b is a scalar; 2: a is a scalar; 3: b is a row repeated over `cols`.
-template <typename T, int OP> __device__ __forceinline__ T bin_op(T a, T b) {
-    if (OP == OP_ADD) return a + b;
-    if (OP == OP_SUB) return a - b;
-    if (OP == OP_MUL) return a * b;
-    return a / b;
-}
-
-template <typename T, int OP, int MODE>
-__global__ void binary_kernel(const T* a, const T* b, T* out, i64 n, i64 cols) {
-    const i64 base = (i64)blockIdx.x * blockDim.x * BIN_ILP + threadIdx.x;
-    T va[BIN_ILP], vb[BIN_ILP];
-#pragma unroll
-    for (int k = 0; k < BIN_ILP; ++k) {
-        const i64 i = base + (i64)k * blockDim.x;
-        if (i < n) {
-            va[k] = MODE == 2 ? a[0] : a[i];
-            vb[k] = MODE == 1 ? b[0] : (MODE == 3 ? b[i % cols] : b[i]);
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < BIN_ILP; ++k) {
-        const i64 i = base + (i64)k * blockDim.x;
-        if (i < n) out[i] = bin_op<T, OP>(va[k], vb[k]);
-    }
-}
+// The class-target NLL loss with its backward: one or two launches instead of a chain of
+// gathers, wheres and reductions.
 
 // ---- nll_loss over rows of log-probabilities (M, C) -------------------------------------------
 // Row i picks column t_i; an ignored row (t_i == ignore) weighs 0 and picks column 0, as the

@@ -1,16 +1,17 @@
-"""Runtime rules of the shape ops (see :mod:`torchlean.spec.shape_ops` for the meaning).
+"""Runtime rules of the shape ops (see :mod:`torchlean.spec.shape` for the meaning).
 
 reshape, flatten, squeeze and unsqueeze return views of their (contiguous)
 input: they share its buffer, the node does not own it (DESIGN.md). Every other
 op returns a row-major contiguous value. Broadcasting and swap_adjacent run
 through the seeds' kernels (``broadcast_to`` / ``reduce_from_broadcast_to``,
-``swap_adjacent_at_depth``); the rest is pure data movement through ``K.xp``.
+``swap_adjacent_at_depth``); the rest through the shape family's data movement
+(``permute``, ``concat``, ``stack``, ``basic_index`` and its adjoint).
 """
 
 from __future__ import annotations
 
 from ...shape import broadcast_plan, norm_axis
-from ...spec.shape_ops import (along, axis_of, check_same_dtype, flatten_shape, inverse_permutation,
+from ...spec.shape import (along, axis_of, check_same_dtype, flatten_shape, inverse_permutation,
                                normalize_index, permutation, select_plan, shape_arg, slice_plan,
                                squeeze_shape, swap_depth, transpose_perm, unsqueeze_shape)
 from .registry import defrule
@@ -40,7 +41,7 @@ _view_rule("squeeze", lambda s, *, dim=None: squeeze_shape("squeeze", s, dim))
 def _permuted(K, x, p):
     if x.ndim < 2 or p == tuple(range(x.ndim)):
         return K.copy(x)
-    return K.ascontiguous(K.xp.transpose(x, p))
+    return K.permute(x, p)
 
 
 def _transpose_fwd(K, x, *, dim0, dim1):
@@ -97,12 +98,12 @@ def _concat_fwd(K, *xs, axis=0):
     offs = [0]
     for x in xs:
         offs.append(offs[-1] + x.shape[a])
-    return K.xp.concatenate(list(xs), axis=a), (a, offs)
+    return K.concat(xs, a), (a, offs)
 
 
 def _concat_bwd(K, s, g, needs):
     a, offs = s
-    return tuple(K.ascontiguous(g[along(a, slice(offs[i], offs[i + 1]))]) if nd else None
+    return tuple(K.basic_index(g, along(a, slice(offs[i], offs[i + 1]))) if nd else None
                  for i, nd in enumerate(needs))
 
 
@@ -112,49 +113,42 @@ defrule("concat", _concat_fwd, _concat_bwd)
 def _stack_fwd(K, *xs, axis=0):
     check_same_dtype("stack", xs)
     a = norm_axis(axis, xs[0].ndim + 1, "stack")
-    return K.xp.stack(list(xs), axis=a), a
+    return K.stack(xs, a), a
 
 
 def _stack_bwd(K, a, g, needs):
-    return tuple(K.ascontiguous(g[along(a, i)]) if nd else None for i, nd in enumerate(needs))
+    return tuple(K.basic_index(g, along(a, i)) if nd else None for i, nd in enumerate(needs))
 
 
 defrule("stack", _stack_fwd, _stack_bwd)
 
 
-def _scatter_back(K, g, shape, key):
-    """Zeros of ``shape`` with ``g`` written at the basic index ``key`` (the adjoint of reading it)."""
-    dx = K.zeros(shape, g.dtype)
-    dx[key] = g
-    return dx
-
-
 def _slice_fwd(K, x, *, axis, start=None, stop=None, step=1):
     a, s = slice_plan("slice", x.shape, axis, start, stop, step)
     key = along(a, s)
-    return K.ascontiguous(x[key]), (x.shape, key)
+    return K.basic_index(x, key), (x.shape, key)
 
 
 def _select_fwd(K, x, *, axis, index):
     a, i = select_plan("select", x.shape, axis, index)
     key = along(a, i)
-    return K.ascontiguous(x[key]), (x.shape, key)
+    return K.basic_index(x, key), (x.shape, key)
 
 
-defrule("slice", _slice_fwd, lambda K, s, g, n: (_scatter_back(K, g, *s),))
-defrule("select", _select_fwd, lambda K, s, g, n: (_scatter_back(K, g, *s),))
+defrule("slice", _slice_fwd, lambda K, s, g, n: (K.basic_index_bwd(g, *s),))
+defrule("select", _select_fwd, lambda K, s, g, n: (K.basic_index_bwd(g, *s),))
 
 
 def _getitem_fwd(K, x, *, index):
     key, out_shape, view_shape = normalize_index("getitem", x.shape, index)
     # The trailing Ellipsis keeps a full integer index an array (NumPy would return a scalar).
     key = key + (Ellipsis,)
-    return K.ascontiguous(x[key]).reshape(out_shape), (x.shape, key, view_shape)
+    return K.basic_index(x, key).reshape(out_shape), (x.shape, key, view_shape)
 
 
 def _getitem_bwd(K, s, g, n):
     shape, key, view_shape = s
-    return (_scatter_back(K, K.ascontiguous(g).reshape(view_shape), shape, key),)
+    return (K.basic_index_bwd(K.ascontiguous(g).reshape(view_shape), shape, key),)
 
 
 defrule("getitem", _getitem_fwd, _getitem_bwd)

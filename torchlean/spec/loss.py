@@ -1,12 +1,5 @@
-"""Softmax family, losses and dropout: their reference meaning.
+"""Losses: the reference meaning of mean squared error, NLL and cross entropy.
 
-* ``softmax(x; axis=-1)`` and ``log_softmax(x; axis=-1)`` normalise along one
-  axis; log_softmax is computed directly as ``x - max - log sum exp(x - max)``,
-  never as ``log(softmax(x))``, so it stays finite for large logits.
-* ``hard_masked_softmax(x; mask)`` is the softmax over the last axis restricted to
-  the entries where ``mask`` (0/1 or bool, broadcastable to ``x``) is non-zero:
-  blocked weights are exactly 0 and a fully blocked row is all zeros (with a zero
-  gradient).
 * ``mse_loss(yhat, target)`` is ``mean((yhat - target) ** 2)``, differentiable in both.
 * ``cross_entropy`` and ``nll_loss`` follow PyTorch for integer class targets:
   logits ``(C,)`` with a 0-d target, ``(N, C)`` with ``(N,)``, or
@@ -14,15 +7,6 @@
   reductions ``"mean"`` (weighted mean over non-ignored targets), ``"sum"``,
   ``"none"``, and (cross_entropy only) ``label_smoothing`` in [0, 1):
   ``(1 - eps) * nll + eps / C * sum_c w_c * (-log p_c)``.
-* ``dropout(x; p, seed, counter)`` multiplies by a deterministic mask: the
-  counter-based generator's ``bernoulli_mask(x.shape, 1 - p, seed, counter)``
-  scaled by ``1 / (1 - p)``; the same seed and counter give the same mask on every
-  device and in this spec.
-
-    >>> import numpy as np
-    >>> from torchlean.spec import SPEC
-    >>> SPEC["softmax"].forward(np.array([0.0, 0.0])).tolist()
-    [0.5, 0.5]
 """
 
 from __future__ import annotations
@@ -33,86 +17,9 @@ import numbers
 import numpy as np
 
 from ..errors import DomainError, DTypeError, IndexRangeError, ShapeError, fmt_shapes
-from ..kernels.host import bernoulli_mask
-from ..shape import broadcast_shapes, norm_axis
+from ..shape import broadcast_shapes
 from .registry import defspec
-
-
-# ---- softmax / log_softmax ------------------------------------------------------------------
-
-def _softmax_shape(op):
-    def shape(x, *, axis=-1):
-        x = tuple(x)
-        if len(x) == 0:
-            raise ShapeError(f"{op}: input of shape {x} needs at least 1 axis")
-        norm_axis(axis, len(x), op)
-        return x
-    return shape
-
-
-def softmax(x, axis=-1):
-    """exp(x - max) / sum exp(x - max) along ``axis``."""
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
-
-
-def log_softmax(x, axis=-1):
-    """x - max - log sum exp(x - max) along ``axis`` (never log of softmax)."""
-    z = x - np.max(x, axis=axis, keepdims=True)
-    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
-
-
-def _softmax_vjp(g, x, *, axis=-1):
-    y = softmax(x, axis)
-    return (y * (g - np.sum(g * y, axis=axis, keepdims=True)),)
-
-
-def _log_softmax_vjp(g, x, *, axis=-1):
-    return (g - softmax(x, axis) * np.sum(g, axis=axis, keepdims=True),)
-
-
-defspec("softmax", lambda x, *, axis=-1: softmax(x, axis), _softmax_vjp, _softmax_shape("softmax"), 1)
-defspec("log_softmax", lambda x, *, axis=-1: log_softmax(x, axis), _log_softmax_vjp,
-        _softmax_shape("log_softmax"), 1)
-
-
-# ---- hard_masked_softmax --------------------------------------------------------------------
-
-def _masked_shape(x, *, mask):
-    x = tuple(x)
-    m = np.asarray(mask)
-    if len(x) == 0:
-        raise ShapeError("hard_masked_softmax: input of shape () needs at least 1 axis")
-    if m.dtype != bool:
-        if m.dtype.kind not in "iuf":
-            raise DTypeError(f"hard_masked_softmax: mask must be bool or 0/1 numbers, got dtype {m.dtype}")
-        if m.size and not np.all((m == 0) | (m == 1)):
-            bad = m[(m != 0) & (m != 1)].ravel()[0]
-            raise DomainError(f"hard_masked_softmax: mask entries must be 0 or 1, got {bad}")
-    try:
-        out = broadcast_shapes(m.shape, x, op="hard_masked_softmax")
-    except ShapeError:
-        out = None
-    if out != x:
-        raise ShapeError(f"hard_masked_softmax: mask of shape {m.shape} does not broadcast to input shape {x}")
-    return x
-
-
-def _masked_softmax(x, *, mask):
-    keep = np.broadcast_to(np.asarray(mask) != 0, x.shape)
-    m = np.max(np.where(keep, x, -np.inf), axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)          # fully blocked rows: any finite shift will do
-    e = np.where(keep, np.exp(x - m), 0.0)
-    s = np.sum(e, axis=-1, keepdims=True)
-    return e / np.where(s > 0, s, 1.0)            # fully blocked rows stay 0, not 0/0
-
-
-def _masked_softmax_vjp(g, x, *, mask):
-    y = _masked_softmax(x, mask=mask)
-    return (y * (g - np.sum(g * y, axis=-1, keepdims=True)),)
-
-
-defspec("hard_masked_softmax", _masked_softmax, _masked_softmax_vjp, _masked_shape, 1)
+from .softmax import log_softmax, softmax
 
 
 # ---- mse_loss -------------------------------------------------------------------------------
@@ -257,37 +164,3 @@ def _cross_entropy_vjp(g, logits, *, target, weight=None, ignore_index=-100, red
 
 defspec("cross_entropy", _cross_entropy, _cross_entropy_vjp,
         lambda x, **a: class_target_shape("cross_entropy", x, **a), 1)
-
-
-# ---- dropout --------------------------------------------------------------------------------
-
-def _dropout_shape(x, *, p, seed, counter):
-    if (not isinstance(p, numbers.Real) or isinstance(p, bool) or not math.isfinite(p)
-            or not 0.0 <= p < 1.0):
-        raise DomainError(f"dropout: p must lie in [0, 1), got {p!r}")
-    for name, v in (("seed", seed), ("counter", counter)):
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
-            raise DomainError(f"dropout: {name} must be a non-negative int, got {v!r}")
-    return tuple(x)
-
-
-def dropout_mask(shape, p, seed, counter):
-    """The float64 keep-mask of dropout (1 where kept): the kernels' counter-based generator."""
-    return bernoulli_mask(tuple(shape), 1.0 - p, seed, counter, np.float64)
-
-
-def _dropout(x, *, p, seed, counter):
-    if p == 0:
-        return x.copy()
-    return x * dropout_mask(x.shape, p, seed, counter) / (1.0 - p)
-
-
-def _dropout_vjp(g, x, *, p, seed, counter):
-    if p == 0:
-        return (np.asarray(g).copy(),)
-    return (g * dropout_mask(x.shape, p, seed, counter) / (1.0 - p),)
-
-
-defspec("dropout", _dropout, _dropout_vjp, _dropout_shape, 1)
-
-__all__ = ["softmax", "log_softmax", "class_target_shape", "dropout_mask", "REDUCTIONS"]

@@ -1,0 +1,137 @@
+"""Dispatch: from an op name and its input values to the output, the rule and what it saved.
+
+:func:`forward_op` is the one place that picks an op's runtime rule and kernels: the tape
+(:meth:`~torchlean.autograd.Tape.op`) and the front end's recording
+(:func:`~torchlean.autograd.record`) both run every op through it.
+
+* The device is that of the input values (NumPy: ``"cpu"``, CuPy: ``"cuda"``); inputs on two
+  devices raise :class:`~torchlean.errors.DeviceError` naming the op.
+* The shape rule (``SPEC[op].shape``) runs before any kernel, so a bad input is a
+  :class:`~torchlean.errors.TorchLeanError` raised on the host that names the op.
+* On the CPU in reference mode (``fast_kernels=False``) the rule is the op's spec
+  (:data:`SPEC_RULES`): forward and VJP are the spec functions themselves. With the ``use_gpu``
+  hint, CPU ops run on :func:`~torchlean.kernels.routed_host`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import DeviceError, ShapeError, TorchLeanError
+from ..kernels import HOST, get_kernels, routed_host
+from ..options import _current as _OPTS
+from ..spec import SPEC
+from .rules import RULES
+from .rules.registry import Rule
+
+_ndarray = np.ndarray
+_HOST_TYPES = (np.ndarray, np.generic)
+
+
+def device_of(x) -> str:
+    """"cpu" for NumPy arrays (and scalars), "cuda" for CuPy arrays."""
+    return "cpu" if isinstance(x, _HOST_TYPES) else "cuda"
+
+
+def _spec_rule(op) -> Rule:
+    """The spec of ``op`` as a runtime rule: what reference mode runs (its kernels argument unused).
+
+    Spec code may compute in float64; results keep the inputs' dtype (a cast's is its target),
+    and cotangents the cotangent's."""
+    def forward(K, *xs, **attrs):
+        y = np.asarray(op.forward(*xs, **attrs))
+        if xs and y.dtype != xs[0].dtype and y.dtype.kind == "f" and op.name != "cast":
+            y = y.astype(xs[0].dtype)
+        return y, (xs, attrs)
+
+    def backward(K, saved, g, needs):
+        xs, attrs = saved
+        grads = op.vjp(g, *xs, **attrs)
+        return tuple(None if (gr is None or not nd) else np.asarray(gr).astype(g.dtype, copy=False)
+                     for gr, nd in zip(grads, needs))
+
+    return Rule(op.name, forward, backward, op.family)
+
+
+#: Reference mode's rules: every op's spec forward and VJP, run on host values.
+SPEC_RULES: dict = {name: _spec_rule(op) for name, op in SPEC.items()}
+
+#: The dispatch cache, the only one of the runtime: ``(op, value type, input shapes...)`` ->
+#: ``(rule, kernels, output shape)`` for ops called without attributes. It is correct because,
+#: without attributes, the shape rule is a pure function of the input shapes (so its verdict
+#: and output shape are those of the first call), and the rule and kernels depend only on the
+#: op and the device, which the value type determines. The options that change the rule or the
+#: kernels act on the CPU only: a CPU entry serves only under the default options (fast kernels,
+#: no use_gpu), and entries are made only then.
+DISPATCH: dict = {}
+_DISPATCH_MAX = 65536
+
+
+def _kernels(dev, opts):
+    """The kernels and the table of rules for ``dev`` under the options ``opts``."""
+    if dev == "cpu":
+        if not opts.fast_kernels:
+            return None, SPEC_RULES
+        if opts.use_gpu:
+            return routed_host(opts.gpu_precision), RULES
+        return HOST, RULES
+    return get_kernels(dev), RULES
+
+
+def forward_op(name, vals, attrs, fast=None):
+    """Shape-check and run op ``name`` on values: ``(y, rule, K, saved)``.
+
+    The backward is ``rule.backward(K, saved, g, needs)``. ``fast`` (True or False) overrides the
+    ``fast_kernels`` option for this call. This is the eager hot path: keep it lean.
+    """
+    opts = _OPTS[0]
+    key = None
+    if fast is not None and fast != opts.fast_kernels:
+        opts = replace(opts, fast_kernels=fast)
+    elif not attrs:
+        n = len(vals)
+        if n == 2:
+            a, b = vals
+            if type(b) is type(a):
+                key = (name, type(a), a.shape, b.shape)
+        elif n == 1:
+            key = (name, type(vals[0]), vals[0].shape)
+        if key is not None:
+            hit = DISPATCH.get(key)
+            if hit is not None and (key[1] is not _ndarray or (opts.fast_kernels and not opts.use_gpu)):
+                rule, K, out_shape = hit
+                y, saved = rule.forward(K, *vals)
+                if type(y) is not key[1] and isinstance(y, np.generic):
+                    y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
+                if y.shape != out_shape:
+                    raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
+                return y, rule, K, saved
+    spec = SPEC.get(name)
+    if spec is None:
+        raise TorchLeanError(f"unknown op {name!r}")
+    if spec.arity >= 0 and len(vals) != spec.arity:
+        raise TorchLeanError(f"{name}: expects {spec.arity} array input(s), got {len(vals)}")
+    dev = device_of(vals[0]) if vals else "cpu"
+    for v in vals:
+        if device_of(v) != dev:
+            raise DeviceError(f"{name}: inputs on different devices ({dev} and {device_of(v)})")
+    try:
+        out_shape = tuple(spec.shape(*[v.shape for v in vals], **attrs))
+    except TypeError as e:
+        if isinstance(e, TorchLeanError):
+            raise
+        raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
+    K, rules = _kernels(dev, opts)
+    rule = rules.get(name)
+    if rule is None:
+        raise TorchLeanError(f"{name}: no runtime rule registered")
+    y, saved = rule.forward(K, *vals, **attrs)
+    if isinstance(y, np.generic):
+        y = np.asarray(y)
+    if tuple(y.shape) != out_shape:
+        raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
+    if key is not None and rules is RULES and (dev != "cpu" or K is HOST) and len(DISPATCH) < _DISPATCH_MAX:
+        DISPATCH[key] = (rule, K, out_shape)
+    return y, rule, K, saved

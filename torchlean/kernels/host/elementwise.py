@@ -1,0 +1,212 @@
+"""Host kernels of the elementwise family: arithmetic with NumPy broadcasting, unary math and
+activations, comparisons, and the fused backward of each activation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import SAFE_LOG_EPS, _c
+
+
+# ---- elementwise ----------------------------------------------------------------------------
+
+add, sub, mul, div = np.add, np.subtract, np.multiply, np.divide
+
+
+maximum, minimum, neg, abs, sqrt = np.maximum, np.minimum, np.negative, np.abs, np.sqrt
+
+
+exp, log, sin, cos, tanh, sign = np.exp, np.log, np.sin, np.cos, np.tanh, np.sign
+
+
+where = np.where
+
+
+def scale(x, c):
+    return x * _c(x, c)
+
+
+def add_scalar(x, c):
+    return x + _c(x, c)
+
+
+def pow_scalar(x, p):
+    if p == 2:
+        return x * x
+    return np.power(x, _c(x, p))
+
+
+def inv(x):
+    return np.reciprocal(x)
+
+
+def relu(x):
+    return np.maximum(x, _c(x, 0))
+
+
+def sigmoid(x):
+    # Stable for large |x|: exp only of -|x|.
+    e = np.exp(-np.abs(x))
+    r = np.reciprocal(e + _c(x, 1))
+    return np.where(x >= 0, r, e * r)
+
+
+def softplus(x):
+    return np.maximum(x, _c(x, 0)) + np.log1p(np.exp(-np.abs(x)))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+
+
+_SCIPY_ERF: list = []  # SciPy's erf, imported on first use (it costs ~0.4 s at import time)
+
+
+def _scipy_erf():
+    if not _SCIPY_ERF:
+        try:
+            from scipy.special import erf
+        except ImportError:  # pragma: no cover - depends on the environment
+            erf = None
+        _SCIPY_ERF.append(erf)
+    return _SCIPY_ERF[0]
+
+
+_erf_ufunc = np.frompyfunc(math.erf, 1, 1)
+
+
+# Chebyshev-fitted erfc (Numerical Recipes' erfcc): relative error < 1.2e-7 everywhere, tails
+# included, so Phi(x) = erfc(-x / sqrt 2) / 2 keeps float32's relative accuracy even where
+# GELU is tiny (x << 0), at a few passes over the array.
+_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+         1.48851587, -0.82215223, 0.17087277)
+
+
+def _erfc32(x):
+    # In-place Horner steps: each pass reuses one buffer instead of allocating a temporary.
+    z = np.abs(x)
+    t = np.array(z * np.float32(0.5), ndmin=0)  # an array even for 0-d x: the steps below are in place
+    t += np.float32(1)
+    np.reciprocal(t, out=t)
+    p = np.array(t * np.float32(_ERFC[-1]), ndmin=0)
+    for c in _ERFC[-2:0:-1]:
+        p += np.float32(c)
+        p *= t
+    p += np.float32(_ERFC[0])
+    z *= z
+    p -= z
+    np.exp(p, out=p)
+    p *= t
+    return np.where(x >= 0, p, np.float32(2) - p)
+
+
+def _phi(x):
+    """The standard normal CDF, elementwise, in x's dtype."""
+    if x.dtype == np.float32:
+        return np.float32(0.5) * _erfc32(x * np.float32(-_INV_SQRT_2))
+    erf = _scipy_erf()
+    e = erf(x * _INV_SQRT_2) if erf is not None else np.asarray(_erf_ufunc(x * _INV_SQRT_2), dtype=x.dtype)
+    return (0.5 * (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def gelu(x, approximate="none"):
+    if approximate == "tanh":
+        c = _c(x, _SQRT_2_OVER_PI)
+        return _c(x, 0.5) * x * (_c(x, 1) + np.tanh(c * (x + _c(x, 0.044715) * x * x * x)))
+    return x * _phi(x)
+
+
+def safe_log(x):
+    return np.log(softplus(x) + _c(x, SAFE_LOG_EPS))
+
+
+def clamp(x, lo, hi):
+    return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi).astype(x.dtype, copy=False)
+
+
+_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal}
+
+
+def compare(a, b, op):
+    return _CMP[op](a, b)
+
+
+# ---- fused backward of elementwise ops ------------------------------------------------------
+
+
+def relu_bwd(x, g):
+    return np.where(x > 0, g, _c(g, 0))
+
+
+def abs_bwd(x, g):
+    return g * np.sign(x)
+
+
+def sqrt_bwd(y, g):
+    pos = y > 0
+    return np.where(pos, _c(g, 0.5) * g / np.where(pos, y, _c(y, 1)), _c(g, 0))
+
+
+def sigmoid_bwd(y, g):
+    return g * y * (_c(y, 1) - y)
+
+
+def tanh_bwd(y, g):
+    return g * (_c(y, 1) - y * y)
+
+
+def softplus_bwd(x, g):
+    return g * sigmoid(x)
+
+
+def silu_bwd(x, g):
+    s = sigmoid(x)
+    return g * s * (_c(x, 1) + x * (_c(x, 1) - s))
+
+
+def gelu_bwd(x, g, approximate="none"):
+    if approximate == "tanh":
+        c = _c(x, _SQRT_2_OVER_PI)
+        k = _c(x, 0.044715)
+        t = np.tanh(c * (x + k * x * x * x))
+        d = _c(x, 0.5) * (_c(x, 1) + t) + _c(x, 0.5) * x * (_c(x, 1) - t * t) * c * (_c(x, 1) + _c(x, 3) * k * x * x)
+    else:
+        cdf = _phi(x)
+        d = cdf + x * np.exp(_c(x, -0.5) * x * x) * _c(x, 1.0 / math.sqrt(2 * math.pi))
+    return g * d
+
+
+def safe_log_bwd(x, g):
+    return g * sigmoid(x) / (softplus(x) + _c(x, SAFE_LOG_EPS))
+
+
+def clamp_bwd(x, g, lo, hi):
+    inside = np.ones(x.shape, dtype=bool)
+    if lo is not None:
+        inside &= x > lo
+    if hi is not None:
+        inside &= x < hi
+    return np.where(inside, g, _c(g, 0))
+
+
+def minmax_bwd(a, b, g, is_max):
+    win = (a > b) if is_max else (a < b)
+    wa = np.where(win, _c(g, 1), np.where(a == b, _c(g, 0.5), _c(g, 0)))
+    return g * wa, g * (_c(g, 1) - wa)
+
+
+def pow_bwd(x, g, p):
+    if p == 0:
+        return np.zeros_like(g)
+    if p == 2:
+        return _c(g, 2) * g * x
+    return g * _c(x, p) * np.power(x, _c(x, p - 1))

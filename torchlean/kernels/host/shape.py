@@ -1,0 +1,76 @@
+"""Host kernels of the shape family: the seeds' layout kernels (concat, slice, broadcast by
+axis map and its adjoint, adjacent-axis swaps, transposes)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def concat1d(a, b):
+    return np.concatenate([a, b])
+
+
+def slice1d(x, start, length):
+    return x[start:start + length].copy()
+
+
+def broadcast_vec_to_rows(v, rows):
+    return np.ascontiguousarray(np.broadcast_to(v, (rows, v.shape[0])))
+
+
+def broadcast_vec_to_cols(v, cols):
+    return np.ascontiguousarray(np.broadcast_to(v[:, None], (v.shape[0], cols)))
+
+
+def _plan_view(in_dims, out_dims, axis_map):
+    """Shape of the input with a length-1 axis at every inserted output axis."""
+    return tuple(1 if a == 0 else in_dims[a - 1] for a in axis_map)
+
+
+def broadcast_to(x, in_dims, out_dims, axis_map):
+    v = x.reshape(_plan_view(tuple(in_dims), tuple(out_dims), tuple(axis_map)))
+    return np.array(np.broadcast_to(v, tuple(out_dims)), order="C")  # a copy; 0-d stays 0-d
+
+
+def reduce_from_broadcast_to(g, in_dims, out_dims, axis_map):
+    in_dims, out_dims = tuple(in_dims), tuple(out_dims)
+    view = _plan_view(in_dims, out_dims, tuple(axis_map))
+    axes = tuple(j for j, (v, o) in enumerate(zip(view, out_dims)) if v == 1 and o != 1)
+    return np.asarray(g.sum(axis=axes, keepdims=True), order="C").reshape(in_dims)
+
+
+def swap_adjacent_at_depth(x, dims, depth):
+    dims = tuple(dims)
+    if depth < 0 or depth + 1 >= len(dims):
+        return x.copy()
+    return np.ascontiguousarray(np.swapaxes(x.reshape(dims), depth, depth + 1))
+
+
+def transpose2d(x):
+    return np.ascontiguousarray(x.T)
+
+
+# ---- general data movement ------------------------------------------------------------------
+
+
+def permute(x, perm):
+    return np.ascontiguousarray(np.transpose(x, tuple(perm)))
+
+
+def concat(xs, axis):
+    return np.concatenate(list(xs), axis=axis)
+
+
+def stack(xs, axis):
+    return np.stack(list(xs), axis=axis)
+
+
+def basic_index(x, key):
+    # A full integer key would give a NumPy scalar: index through a 0-d view instead.
+    return np.array(x[key], copy=True, order="C", ndmin=0)
+
+
+def basic_index_bwd(g, shape, key):
+    dx = np.zeros(tuple(shape), dtype=g.dtype)
+    dx[key] = g
+    return dx
