@@ -398,6 +398,9 @@ class Tensor(Variable):
     def abs(self):
         return record("abs", (self,), {})
 
+    def erf(self):
+        return record("erf", (self,), {})
+
     def sin(self):
         return record("sin", (self,), {})
 
@@ -711,7 +714,7 @@ def _unary_fn(name):
     return f
 
 
-exp, log, sqrt, abs, sin, cos = (_unary_fn(n) for n in ("exp", "log", "sqrt", "abs", "sin", "cos"))  # noqa: A001
+exp, log, sqrt, abs, sin, cos, erf = (_unary_fn(n) for n in ("exp", "log", "sqrt", "abs", "sin", "cos", "erf"))  # noqa: A001
 relu, sigmoid, tanh = (_unary_fn(n) for n in ("relu", "sigmoid", "tanh"))
 
 

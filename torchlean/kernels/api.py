@@ -102,6 +102,7 @@ CONTRACT: dict[str, dict[str, str]] = {
         "softplus": "(x) -> max(x, 0) + log1p(exp(-|x|))", "silu": "(x)",
         "gelu": "(x, approximate) approximate in {'none', 'tanh'}",
         "safe_log": "(x) -> log(softplus(x) + 1e-6)",
+        "erf": "(x) -> the error function 2/sqrt(pi) int_0^x exp(-t^2) dt",
         "clamp": "(x, lo, hi) lo/hi may be None",
         "where": "(cond: bool array, a, b)",
         "sign": "(x) -> -1, 0 or 1",

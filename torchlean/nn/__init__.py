@@ -9,17 +9,14 @@
 
 from . import functional, init, utils
 from .module import IncompatibleKeys, Module, ModuleDict, ModuleList, Sequential
-from .modules import (
-    GELU, Dropout, Embedding, Flatten, Identity, Linear, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax,
-    Softplus, Tanh,
-)
+from . import modules as _modules
+from .modules import *  # noqa: F401,F403 - Linear, activations, Flatten, Dropout, Embedding, ...
 from .parameter import Parameter
 
 F = functional
 
 __all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
-           "ModuleDict", "IncompatibleKeys", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
-           "Softplus", "Softmax", "LogSoftmax", "Flatten", "Dropout", "Embedding", "Identity"]
+           "ModuleDict", "IncompatibleKeys"] + _modules.__all__
 
 from .layers import *  # noqa: E402,F401,F403 - Conv*, pools, LayerNorm, BatchNorm*, MultiheadAttention, ...
 from . import layers as _layers  # noqa: E402

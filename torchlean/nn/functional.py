@@ -12,6 +12,7 @@ integer targets, indices and class weights travel as host-array attributes.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..autograd import record
 from ..tensor import Tensor, next_rng_key, where
 
-__all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
+__all__ = ["linear", "relu", "leaky_relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
            "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -77,6 +78,18 @@ def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
 def relu(input, inplace=False):  # noqa: A002
     """max(x, 0); relu'(0) = 0. ``inplace`` is accepted for compatibility and ignored."""
     return record("relu", (input,), {})
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (a compound op: ``relu(x) - s relu(-x)``).
+
+    ``inplace`` has no effect (every op here returns a new tensor).
+
+        >>> import torchlean as tl
+        >>> leaky_relu(tl.tensor([-2.0, 3.0]), 0.5).tolist()
+        [-1.0, 3.0]
+    """
+    return record("leaky_relu", (_tensor(input, "leaky_relu"),), {"negative_slope": negative_slope})
 
 
 def gelu(input, approximate="none"):  # noqa: A002
@@ -155,12 +168,15 @@ def mse_loss(input, target, reduction="mean"):  # noqa: A002
 
 
 def l1_loss(input, target, reduction="mean"):  # noqa: A002
-    """Mean (or sum, or elementwise) absolute error; abs'(0) = 0."""
-    _check_reduction("l1_loss", reduction)
-    if input.shape != target.shape:
-        raise ShapeError(f"l1_loss: shapes {input.shape} and {target.shape} must be equal")
-    a = (input - target).abs()
-    return a.mean() if reduction == "mean" else a.sum() if reduction == "sum" else a
+    """Mean (or sum, or elementwise) absolute error; abs'(0) = 0 (a compound op).
+
+    Shapes broadcast as in PyTorch, which warns when they differ; so does this function.
+    """
+    if isinstance(input, Tensor) and isinstance(target, Tensor) and input.shape != target.shape:
+        warnings.warn(f"l1_loss: target size {target.shape} differs from input size {input.shape}; "
+                      f"they will be broadcast", UserWarning, stacklevel=2)
+    return record("l1_loss", (_tensor(input, "l1_loss"), _tensor(target, "l1_loss", "target")),
+                  {"reduction": reduction})
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  # noqa: A002

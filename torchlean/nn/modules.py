@@ -21,6 +21,9 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
+__all__ = ["Identity", "Linear", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softplus", "Softmax",
+           "LogSoftmax", "Flatten", "Dropout", "Embedding"]
+
 
 def _empty_param(shape, device, dtype):
     """A zero Parameter, filled by the layer's reset_parameters()."""
@@ -76,6 +79,21 @@ class ReLU(Module):
 
     def forward(self, x):
         return F.relu(x)
+
+
+class LeakyReLU(Module):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (``inplace`` has no effect: every op
+    here returns a new tensor)."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
 
 
 class GELU(Module):

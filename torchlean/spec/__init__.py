@@ -12,5 +12,6 @@ from .registry import FAMILIES, SPEC, SpecOp, defspec
 
 for _family in FAMILIES:
     import_module(f"{__name__}.{_family}")  # registration
+from .compound import COMPOUNDS  # noqa: E402  (registration, after the primitives it composes)
 
-__all__ = ["SPEC", "SpecOp", "defspec", "FAMILIES"]
+__all__ = ["SPEC", "SpecOp", "defspec", "FAMILIES", "COMPOUNDS"]

@@ -156,14 +156,25 @@ _unary("silu", lambda x: x * sigmoid(x), lambda x: sigmoid(x) * (1 + x * (1 - si
 _unary("safe_log", lambda x: np.log(softplus(x) + SAFE_LOG_EPS),
        lambda x: sigmoid(x) / (softplus(x) + SAFE_LOG_EPS))
 
-# GELU: exact x * Phi(x), or PyTorch's tanh approximation.
-_SQRT_2 = math.sqrt(2.0)
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# erf: the error function, 2/sqrt(pi) * integral_0^x exp(-t^2) dt; erf'(x) = 2/sqrt(pi) exp(-x^2).
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def erf(x):
+    """The error function, elementwise in float64 (Python's ``math.erf``)."""
+    return _erf(np.asarray(x, dtype=np.float64))
+
+
+_unary("erf", erf, lambda x: _TWO_OVER_SQRT_PI * np.exp(-np.asarray(x, dtype=np.float64) ** 2))
+
+# GELU: exact x * Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2, or PyTorch's tanh approximation.
+_SQRT_2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
 def _phi(x):
-    return 0.5 * (1.0 + _erf(np.asarray(x, dtype=np.float64) / _SQRT_2))
+    return 0.5 * (1.0 + erf(np.asarray(x, dtype=np.float64) / _SQRT_2))
 
 
 def _gelu_shape(x, *, approximate="none"):
@@ -212,4 +223,4 @@ def _where_vjp(g, a, b, *, cond):
 
 defspec("where", _where, _where_vjp, _where_shape, 2)
 
-__all__ = ["sum_to_shape", "sigmoid", "softplus", "SAFE_LOG_EPS", "ShapeError"]
+__all__ = ["sum_to_shape", "sigmoid", "softplus", "erf", "SAFE_LOG_EPS", "ShapeError"]

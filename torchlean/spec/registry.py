@@ -14,7 +14,11 @@ valid in float64:
 * ``arity``: number of array inputs, or ``-1`` for a variadic op (concat, stack);
 * ``family``: the op's family (:data:`FAMILIES`), the name of the file that defines it here,
   its runtime rule in ``autograd/rules/``, its kernels in ``kernels/host/`` and
-  ``kernels/cuda/`` and its test record in ``testing/opinfo/``.
+  ``kernels/cuda/`` and its test record in ``testing/opinfo/`` — for a primitive. A compound
+  (``compound=True``) is defined in the table of :mod:`torchlean.spec.compound` instead and
+  gets everything else from its formula;
+* ``why``: for a primitive whose meaning is also a formula of other ops, the reason it is a
+  primitive (a fused kernel for speed, numerical stability).
 """
 
 from __future__ import annotations
@@ -43,12 +47,17 @@ class SpecOp:
     shape: Callable
     arity: int
     family: str = ""
+    compound: bool = False
+    why: str = ""
 
 
-def defspec(name: str, forward: Callable, vjp: Callable, shape: Callable, arity: int) -> SpecOp:
-    """Register the meaning of ``name`` in the family of the calling module; twice is a bug."""
+def defspec(name: str, forward: Callable, vjp: Callable, shape: Callable, arity: int, family: str | None = None,
+            compound: bool = False, why: str = "") -> SpecOp:
+    """Register the meaning of ``name``; registering a name twice is a bug. ``family`` defaults to
+    that of the calling module (``torchlean.spec.<family>``)."""
     if name in SPEC:
         raise RuntimeError(f"spec op {name!r} registered twice")
-    op = SpecOp(name, forward, vjp, shape, arity, family_of_module(sys._getframe(1).f_globals["__name__"]))
+    family = family or family_of_module(sys._getframe(1).f_globals["__name__"])
+    op = SpecOp(name, forward, vjp, shape, arity, family, compound, why)
     SPEC[name] = op
     return op

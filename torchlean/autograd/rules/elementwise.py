@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .registry import defrule
@@ -86,5 +88,8 @@ defrule("tanh", lambda K, x: ((y := K.tanh(x)), y), lambda K, y, g, n: (K.tanh_b
 defrule("softplus", lambda K, x: (K.softplus(x), x), lambda K, x, g, n: (K.softplus_bwd(x, g),))
 defrule("silu", lambda K, x: (K.silu(x), x), lambda K, x, g, n: (K.silu_bwd(x, g),))
 defrule("safe_log", lambda K, x: (K.safe_log(x), x), lambda K, x, g, n: (K.safe_log_bwd(x, g),))
+# erf'(x) = 2/sqrt(pi) exp(-x^2), composed from the surface's own kernels.
+defrule("erf", lambda K, x: (K.erf(x), x),
+        lambda K, x, g, n: (K.mul(g, K.scale(K.exp(K.neg(K.mul(x, x))), 2.0 / math.sqrt(math.pi))),))
 defrule("gelu", lambda K, x, *, approximate="none": (K.gelu(x, approximate), (x, approximate)),
         lambda K, s, g, n: (K.gelu_bwd(s[0], g, s[1]),))

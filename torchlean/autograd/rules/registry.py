@@ -27,11 +27,12 @@ class Rule:
     family: str = ""
 
 
-def defrule(name: str, forward: Callable, backward: Callable) -> Rule:
-    """Register the runtime rule of ``name`` in the family of the calling module; twice is a bug."""
+def defrule(name: str, forward: Callable, backward: Callable, family: str | None = None) -> Rule:
+    """Register the runtime rule of ``name``; twice is a bug. ``family`` defaults to that of the
+    calling module (``torchlean.autograd.rules.<family>``)."""
     if name in RULES:
         raise RuntimeError(f"runtime rule {name!r} registered twice")
-    r = Rule(name, forward, backward, family_of_module(sys._getframe(1).f_globals["__name__"]))
+    r = Rule(name, forward, backward, family or family_of_module(sys._getframe(1).f_globals["__name__"]))
     RULES[name] = r
     return r
 

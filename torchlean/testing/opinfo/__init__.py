@@ -81,5 +81,6 @@ def rand_away(rng, *shape, lo=-1.0, hi=1.0, gap=0.05, points=(0.0,)):
 
 for _family in FAMILIES:
     import_module(f"{__name__}.{_family}")  # registration
+from . import compound  # noqa: E402,F401  (registration)
 
 __all__ = ["OpInfo", "Sample", "BadInput", "OPINFOS", "defop", "DEVICE_TOL", "rand", "rand_away"]

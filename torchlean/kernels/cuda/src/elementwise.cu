@@ -8,7 +8,7 @@
 // the enums below are built from them and torchlean/kernels/cuda/elementwise.py reads them
 // (build.xmacro), so adding an op is a list entry and its case; an op without a case does not
 // compile (the static_asserts).
-#define UNARY_OPS(X) X(RELU) X(SIGMOID) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) X(SAFE_LOG) X(CLAMP) X(POW)
+#define UNARY_OPS(X) X(RELU) X(SIGMOID) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) X(SAFE_LOG) X(CLAMP) X(POW) X(ERF)
 #define BWD_OPS(X) X(RELU) X(ABS) X(SQRT) X(SIGMOID) X(TANH) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) \
     X(SAFE_LOG) X(CLAMP) X(POW)
 #define BINARY_OPS(X) X(ADD) X(SUB) X(MUL) X(DIV)
@@ -41,6 +41,7 @@ template <typename T, int OP> __device__ __forceinline__ T unary_op(T x, T p0, T
         T t = x < p0 ? p0 : x;
         return t > p1 ? p1 : t;
     } else if constexpr (OP == U_POW) return tl_pow(x, p0);
+    else if constexpr (OP == U_ERF) return tl_erf(x);
     else static_assert(tl_no_case<OP>::value, "a UNARY_OPS entry without a case in unary_op");
 }
 

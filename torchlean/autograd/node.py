@@ -1,0 +1,114 @@
+"""Tape nodes and the one reverse loop (:func:`sweep`) that every backward runs: the tape's,
+a compiled IR program's and a compound op's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError, fmt_shapes
+
+
+class Node:
+    """One recorded step: name, value, requires_grad, parents, backward, cleanup.
+
+    A node recorded from the op registry keeps its rule, the kernels, what the rule's forward
+    saved and which parents need gradients (``rule``, ``K``, ``saved``, ``needs``) instead of a
+    closure over them: no function is built per op on the eager hot path. ``backward`` reads
+    as the usual ``backward(g) -> contributions`` either way.
+    """
+
+    __slots__ = ("name", "value", "requires_grad", "parents", "_bwd", "cleanup", "rule", "K", "saved", "needs")
+
+    def __init__(self, name, value, requires_grad, parents=(), backward=None, cleanup=None):
+        self.name = name
+        self.value = value
+        self.requires_grad = requires_grad
+        self.parents = parents
+        self._bwd = backward
+        self.cleanup = cleanup
+        self.rule = None
+
+    @property
+    def backward(self):
+        rule = self.rule
+        if rule is None:
+            return self._bwd
+        K, saved, needs = self.K, self.saved, self.needs
+        return lambda g: rule.backward(K, saved, g, needs)
+
+    @backward.setter
+    def backward(self, fn):
+        self._bwd = fn
+        self.rule = self.K = self.saved = self.needs = None
+
+    def __repr__(self):
+        shape = getattr(self.value, "shape", None)
+        return f"Node({self.name!r}, shape={shape}, parents={list(self.parents)}, requires_grad={self.requires_grad})"
+
+
+def rule_node(name, value, parents, rule, K, saved, needs) -> Node:
+    """A node of registry op ``name`` (requires_grad): its backward is ``rule.backward(K, saved, g, needs)``."""
+    n = Node.__new__(Node)
+    n.name = name
+    n.value = value
+    n.requires_grad = True
+    n.parents = parents
+    n._bwd = None
+    n.cleanup = None
+    n.rule = rule
+    n.K = K
+    n.saved = saved
+    n.needs = needs
+    return n
+
+
+def _accumulate(nodes, grads, owned, p, c, op):
+    """Add contribution ``c`` to the gradient of node ``p`` (in place once the sum is ours)."""
+    if isinstance(c, np.generic):
+        c = np.asarray(c)
+    pv = nodes[p].value
+    if c.shape != pv.shape:
+        raise ShapeError(f"{op}: gradient for parent {p} has shape {fmt_shapes(c.shape)}, "
+                         f"expected {fmt_shapes(pv.shape)}")
+    old = grads.get(p) if isinstance(grads, dict) else grads[p]
+    if old is None:
+        grads[p] = c
+    elif p in owned:
+        old += c
+    else:
+        s = old + c
+        grads[p] = np.asarray(s) if isinstance(s, np.generic) else s  # 0-d sums are NumPy scalars
+        owned.add(p)
+
+
+def sweep(nodes, grads, start, keep=(), at=None) -> None:
+    """Reverse accumulation over ``nodes[start], ..., nodes[0]``: the one backward loop, of the
+    tape and of compiled IR programs.
+
+    ``grads`` (a list, or a dict by node id) holds the seeds on entry and the gradients on exit.
+    Every node that consumes a node's value has a larger id than that node (leaves excepted: the
+    loop only adds to their gradients), so each node that requires grad and has a gradient runs
+    its backward once, after every consumer has added to that gradient. Contributions are
+    shape-checked against the parent's value; parents with ``requires_grad=False`` receive
+    nothing. With a dict, every gradient not in ``keep`` is freed as soon as its node has
+    consumed it. ``at`` (a one-element list), when given, holds the id of the node whose backward
+    runs, so that a caller can name the node an error came from.
+    """
+    owned = set()
+    is_dict = isinstance(grads, dict)
+    for i in range(start, -1, -1):
+        g = grads.get(i) if is_dict else grads[i]
+        if g is None:
+            continue
+        node = nodes[i]
+        if node.requires_grad and (node.rule is not None or node._bwd is not None):
+            if at is not None:
+                at[0] = i
+            rule = node.rule
+            contribs = rule.backward(node.K, node.saved, g, node.needs) if rule is not None else node._bwd(g)
+            for p, c in zip(node.parents, contribs):
+                if c is None or not nodes[p].requires_grad:
+                    continue
+                _accumulate(nodes, grads, owned, p, c, node.name or "op")
+        if is_dict and i not in keep:
+            del grads[i]

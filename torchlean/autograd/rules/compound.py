@@ -1,0 +1,41 @@
+"""Runtime rules of the compound ops (:mod:`torchlean.spec.compound`), derived from their formulas.
+
+A compound's forward runs its parts' runtime rules over the kernels and keeps them as tape nodes;
+its backward is the tape's own reverse loop (:func:`torchlean.autograd.node.sweep`) over those
+nodes. The parts need no shape rule of their own here: the compound's shape rule, which composes
+theirs, ran before the forward.
+"""
+
+from __future__ import annotations
+
+from ...spec.compound import COMPOUNDS, run_formula
+from ..node import Node, rule_node, sweep
+from .registry import RULES, defrule
+
+
+def _compound_rule(c):
+    def forward(K, *xs, **attrs):
+        saved = []
+
+        def apply(op, vals, a):
+            y, s = RULES[op].forward(K, *vals, **a)
+            saved.append(s)
+            return y
+
+        out, P = run_formula(c, xs, attrs, apply)
+        nodes = [Node(None, x, True) for x in xs]
+        for (op, ins, _, _), s in zip(P.steps, saved):
+            nodes.append(rule_node(op, P.values[len(nodes)], ins, RULES[op], K, s, (True,) * len(ins)))
+        return P.values[out], (nodes, out)
+
+    def backward(K, saved, g, needs):
+        nodes, out = saved
+        grads = {out: g}
+        sweep(nodes, grads, out, keep=range(len(needs)))
+        return tuple(grads.get(i) if nd else None for i, nd in enumerate(needs))
+
+    return forward, backward
+
+
+for _name, _c in COMPOUNDS.items():
+    defrule(_name, *_compound_rule(_c), family=_c.family)
