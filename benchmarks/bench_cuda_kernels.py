@@ -166,12 +166,11 @@ def main():
         row("layer_norm_fwd 65536x1024", timed(lambda: K.layer_norm_fwd(ln, lg, lb, 1e-5), reps),
             timed(lambda: torch.nn.functional.layer_norm(ln_t, (1024,), lg_t, lb_t, 1e-5), reps),
             nbytes=8 * 65536 * 1024, copy_bw=copy_bw)
-        from torchlean.kernels.cuda import ported
-        host_nn_on_cupy = ported.port("torchlean.kernels.host_nn")
+        from torchlean.kernels.host import scan as host_scan
         sa_t, sb_t, sx_t, sh_t = rnd(256, lo=-0.9, hi=0.9), rnd(256), rnd(16, 512, 256), rnd(16, 256)
         sa, sb, sx, sh = (t2c(t) for t in (sa_t, sb_t, sx_t, sh_t))
         t_native = timed(lambda: K.selective_scan_diag_fwd(sa, sb, sx, sh), reps)
-        t_loop = timed(lambda: host_nn_on_cupy.selective_scan_diag_fwd(sa, sb, sx, sh), 5)
+        t_loop = timed(lambda: host_scan.selective_scan_diag_fwd(sa, sb, sx, sh, xp=cupy), 5)
         row("selective_scan_fwd 16x512x256", t_native, None, nbytes=8 * 16 * 512 * 256, copy_bw=copy_bw,
             note=f"host code on CuPy: {t_loop:.3f} ms ({t_loop / t_native:.0f}x slower)")
 

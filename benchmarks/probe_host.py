@@ -60,7 +60,8 @@ def main():
     import torch
     import torchlean as tl
     from torchlean.kernels import get_kernels
-    from torchlean.kernels.cuda import build, memory
+    from torchlean.kernels.cuda import alloc as memory
+    from torchlean.kernels.cuda import build
 
     K = get_kernels("cuda")
     sync = cupy.cuda.Device().synchronize

@@ -230,7 +230,8 @@ def main(argv=None):
     import torch
     import torchlean as tl
     from torchlean.kernels import get_kernels
-    from torchlean.kernels.cuda import build, memory
+    from torchlean.kernels.cuda import alloc as memory
+    from torchlean.kernels.cuda import build
     import bench_cuda_train as bt
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

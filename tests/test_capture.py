@@ -242,7 +242,7 @@ def test_trainer_replays_a_captured_step(rng):
 @cuda
 def test_free_list_reuses_blocks_per_stream(K_cuda):
     import cupy
-    from torchlean.kernels.cuda import memory
+    from torchlean.kernels.cuda import alloc as memory
     a = cupy.empty(1000, np.float32)
     ptr = a.data.ptr
     del a

@@ -167,7 +167,6 @@ def test_digits_without_sklearn(monkeypatch):
     from torchlean.data import digits
     from torchlean.errors import BackendUnavailableError
     real = importlib.util.find_spec
-    monkeypatch.setattr(digits, "_CACHE", {})
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
     with pytest.raises(BackendUnavailableError, match="pip install scikit-learn"):
         digits.load_digits()

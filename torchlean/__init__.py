@@ -11,13 +11,7 @@
 from . import errors
 from .errors import TorchLeanError
 from .options import get_options, options, set_options
-from .tensor import (
-    Tensor, abs, arange, as_dtype, bmm, bool_, cat, clamp, concat, cos, enable_grad, erf, exp, flatten,
-    float32, float64, from_dlpack, from_numpy, full, int32, int64, is_grad_enabled, is_tensor,
-    get_rng_state, linspace, log, log_softmax, manual_seed, matmul, maximum, mean, minimum, no_grad, ones, ones_like,
-    permute, pow, rand, randint, randn, randperm, relu, reshape, set_rng_state, sigmoid, sin, softmax, sqrt, squeeze,
-    stack, sum, tanh, tensor, transpose, unsqueeze, where, zeros, zeros_like,
-)
+from .tensor import *  # noqa: F401,F403 - Tensor, dtypes, creation and math functions, grad mode
 
 __version__ = "0.1.0"
 

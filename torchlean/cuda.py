@@ -14,6 +14,7 @@ install command) when there is no usable GPU.
 
 from __future__ import annotations
 
+from .capture import capture_step as _capture
 from .kernels import cuda_available, get_kernels
 
 __all__ = ["is_available", "synchronize", "memory_stats", "reset_peak_memory_stats", "empty_cache",
@@ -87,5 +88,4 @@ def device_name() -> str:
 def capture_step(fn, *example_inputs, warmup: int = 2):
     """Capture a training step's forward, loss and backward as a CUDA graph (see
     :mod:`torchlean.capture`); returns a :class:`~torchlean.capture.CapturedStep`."""
-    from .capture import capture_step as _capture
     return _capture(fn, *example_inputs, warmup=warmup)

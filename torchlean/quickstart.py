@@ -20,6 +20,8 @@ import numpy as np
 
 import torchlean as tl
 
+from . import nn, optim
+
 SECTIONS = ("tensors", "autograd", "mlp")
 
 
@@ -87,7 +89,6 @@ def _f(x):
 
 def _linear_mse(dtype, device: str, w0, b0, X, Y):
     """Gradients of MSE(Linear(X), Y) w.r.t. weight and bias (loss, {name: grad})."""
-    from . import nn
     model = nn.Linear(w0.shape[1], w0.shape[0])
     model.load_state_dict({"weight": w0, "bias": b0})
     model.to(device=device, dtype=dtype)
@@ -157,7 +158,6 @@ def mlp(steps: int = 200, device: str = "cpu", echo=print) -> dict:
     Target 0.8 relu(x1 + x2) - 0.4 relu(x2 - x1) + 0.2 over [-1, 1]^2, full batch,
     MSE loss, seed 0. Returns the losses before and after and the probe predictions.
     """
-    from . import nn, optim
     _heading(echo, "mlp")
     tl.manual_seed(0)
     g = np.linspace(-1.0, 1.0, 5)

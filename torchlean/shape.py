@@ -16,7 +16,6 @@ broadcasting is planned through the same map (:func:`broadcast_plan`).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from math import prod
 
 from .errors import ShapeError
@@ -25,7 +24,7 @@ Shape = tuple
 
 __all__ = [
     "Shape", "size", "broadcast_shapes", "broadcast_plan", "check_plan",
-    "reduced_axes", "norm_axis", "norm_axes", "require_ndim", "require_same", "moveaxis_perm",
+    "reduced_axes", "broadcast_axes", "norm_axis", "norm_axes", "require_ndim", "require_same", "moveaxis_perm",
 ]
 
 
@@ -33,7 +32,6 @@ def size(shape) -> int:
     return prod(shape)
 
 
-@lru_cache(maxsize=4096)
 def _broadcast2(a: tuple, b: tuple):
     n = max(len(a), len(b))
     a1 = (1,) * (n - len(a)) + a
@@ -61,7 +59,6 @@ def broadcast_shapes(*shapes, op: str = "broadcast") -> tuple:
     return out
 
 
-@lru_cache(maxsize=4096)
 def broadcast_plan(in_dims: tuple, out_dims: tuple, op: str = "broadcast_to"):
     """The seeds' axis map for NumPy-style (right-aligned) broadcasting of ``in_dims`` to ``out_dims``."""
     in_dims, out_dims = tuple(in_dims), tuple(out_dims)
@@ -102,7 +99,6 @@ def check_plan(in_dims, out_dims, axis_map, op: str = "broadcast_to") -> None:
             raise ShapeError(f"{op}: input axis {k} of {in_dims} (size {d}) is not mapped by {axis_map}")
 
 
-@lru_cache(maxsize=4096)
 def reduced_axes(in_dims: tuple, out_dims: tuple, axis_map: tuple) -> tuple:
     """Output axes that the adjoint of broadcast_to must sum over (inserted or stretched)."""
     axes = []
@@ -110,6 +106,17 @@ def reduced_axes(in_dims: tuple, out_dims: tuple, axis_map: tuple) -> tuple:
         if a == 0 or (in_dims[a - 1] == 1 and out_dims[j] != 1):
             axes.append(j)
     return tuple(axes)
+
+
+def broadcast_axes(shape, out_shape) -> tuple:
+    """Axes of ``out_shape`` that NumPy broadcasting of ``shape`` to it adds or stretches: what the
+    adjoint of that broadcast (``sum_to_shape``) sums over.
+
+        >>> broadcast_axes((3, 1), (2, 3, 4))
+        (0, 2)
+    """
+    lead = len(out_shape) - len(shape)
+    return tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape) if d == 1 and out_shape[lead + k] != 1)
 
 
 def norm_axis(axis: int, ndim: int, op: str) -> int:

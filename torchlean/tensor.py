@@ -22,6 +22,14 @@ from .autograd import Variable, device_of, enable_grad, is_grad_enabled, no_grad
 from .errors import AutogradError, DeviceError, DTypeError, ShapeError, TorchLeanError
 from .kernels import get_kernels
 
+__all__ = ["Tensor", "abs", "arange", "as_dtype", "bmm", "bool_", "cat", "clamp", "concat", "cos",
+           "enable_grad", "erf", "exp", "flatten", "float32", "float64", "from_dlpack", "from_numpy", "full",
+           "int32", "int64", "is_grad_enabled", "is_tensor", "get_rng_state", "linspace", "log",
+           "log_softmax", "manual_seed", "matmul", "maximum", "mean", "minimum", "no_grad", "ones",
+           "ones_like", "permute", "pow", "rand", "randint", "randn", "randperm", "relu", "reshape",
+           "set_rng_state", "sigmoid", "sin", "softmax", "sqrt", "squeeze", "stack", "sum", "tanh", "tensor",
+           "transpose", "unsqueeze", "where", "zeros", "zeros_like"]
+
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 int64 = np.dtype(np.int64)

@@ -13,20 +13,25 @@ class Node:
 
     A node recorded from the op registry keeps its rule, the kernels, what the rule's forward
     saved and which parents need gradients (``rule``, ``K``, ``saved``, ``needs``) instead of a
-    closure over them: no function is built per op on the eager hot path. ``backward`` reads
-    as the usual ``backward(g) -> contributions`` either way.
+    closure over them: no function is built per op on the eager hot path (its backward is
+    ``rule.backward(K, saved, g, needs)``). ``backward`` reads as the usual
+    ``backward(g) -> contributions`` either way.
     """
 
     __slots__ = ("name", "value", "requires_grad", "parents", "_bwd", "cleanup", "rule", "K", "saved", "needs")
 
-    def __init__(self, name, value, requires_grad, parents=(), backward=None, cleanup=None):
+    def __init__(self, name, value, requires_grad, parents=(), backward=None, cleanup=None, rule=None, K=None,
+                 saved=None, needs=None):
         self.name = name
         self.value = value
         self.requires_grad = requires_grad
         self.parents = parents
         self._bwd = backward
         self.cleanup = cleanup
-        self.rule = None
+        self.rule = rule
+        self.K = K
+        self.saved = saved
+        self.needs = needs
 
     @property
     def backward(self):
@@ -44,22 +49,6 @@ class Node:
     def __repr__(self):
         shape = getattr(self.value, "shape", None)
         return f"Node({self.name!r}, shape={shape}, parents={list(self.parents)}, requires_grad={self.requires_grad})"
-
-
-def rule_node(name, value, parents, rule, K, saved, needs) -> Node:
-    """A node of registry op ``name`` (requires_grad): its backward is ``rule.backward(K, saved, g, needs)``."""
-    n = Node.__new__(Node)
-    n.name = name
-    n.value = value
-    n.requires_grad = True
-    n.parents = parents
-    n._bwd = None
-    n.cleanup = None
-    n.rule = rule
-    n.K = K
-    n.saved = saved
-    n.needs = needs
-    return n
 
 
 def _accumulate(nodes, grads, owned, p, c, op):

@@ -28,7 +28,7 @@ import threading
 from ..errors import AutogradError, ShapeError
 from ..kernels import get_kernels
 from .dispatch import device_of, forward_op
-from .tape import Node, Tape, rule_node
+from .tape import Node, Tape
 
 
 class Variable:
@@ -218,7 +218,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
                     ib = tape.leaf_id(b) if rb else _constant_id(nodes, b)
                 parents, needs = (ia, ib), (ra, rb)
             out._id = len(nodes)
-            nodes.append(rule_node(op, y, parents, rule, K, saved, needs))
+            nodes.append(Node(op, y, True, parents, None, None, rule, K, saved, needs))
             out._tape = tape
             out.requires_grad = True
             return out
@@ -263,7 +263,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
             i = _constant_id(nodes, t)
         ids.append(i)
     out._id = len(nodes)
-    nodes.append(rule_node(op, y, tuple(ids), rule, K, saved, needs))
+    nodes.append(Node(op, y, True, tuple(ids), None, None, rule, K, saved, needs))
     out._tape = target
     out.requires_grad = True
     return out

@@ -28,7 +28,7 @@ from ..errors import AutogradError, DTypeError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
 from .dispatch import device_of, forward_op
-from .node import Node, rule_node, sweep
+from .node import Node, sweep
 
 
 def run_op(name, vals, attrs, fast=None, needs=None):
@@ -103,7 +103,7 @@ class Tape:
         needs = tuple(self.nodes[p].requires_grad for p in parents)
         if True not in needs:
             return self._push(Node(name, y, False, parents))
-        return self._push(rule_node(name, y, parents, rule, K, saved, needs))
+        return self._push(Node(name, y, True, parents, None, None, rule, K, saved, needs))
 
     def unary(self, op_name, x_id, forward, backward) -> int:
         """Generic unary op: ``forward(x) -> y``, ``backward(x, dy) -> dx``."""

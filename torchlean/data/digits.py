@@ -18,28 +18,23 @@ from ..tensor import Tensor, from_numpy
 from .loader import permutation
 
 _SPLIT_STREAM = 0x44494749  # "DIGI": keeps the split's permutations apart from other uses of a seed
-_CACHE: dict = {}
-
-
 def _raw():
-    if "raw" not in _CACHE:
-        # Read scikit-learn's bundled CSV directly: importing sklearn.datasets costs over
-        # a second (it pulls in SciPy); the file is the same one its load_digits parses.
-        spec = importlib.util.find_spec("sklearn")
-        if spec is None or spec.origin is None:
-            raise BackendUnavailableError(
-                "load_digits needs scikit-learn, which ships the data set: pip install scikit-learn "
-                "(or pip install 'torchlean[data]')")
-        path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz"
-        if path.exists():
-            a = np.loadtxt(path, delimiter=",", dtype=np.float64)
-            data, target = a[:, :-1], a[:, -1]
-        else:
-            from sklearn.datasets import load_digits as _sk_load
-            d = _sk_load()
-            data, target = d.data, d.target
-        _CACHE["raw"] = (np.asarray(data, dtype=np.float32), np.asarray(target, dtype=np.int64))
-    return _CACHE["raw"]
+    # Read scikit-learn's bundled CSV directly: importing sklearn.datasets costs over a second
+    # (it pulls in SciPy); the file is the same one its load_digits parses (about 30 ms).
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or spec.origin is None:
+        raise BackendUnavailableError(
+            "load_digits needs scikit-learn, which ships the data set: pip install scikit-learn "
+            "(or pip install 'torchlean[data]')")
+    path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz"
+    if path.exists():
+        a = np.loadtxt(path, delimiter=",", dtype=np.float64)
+        data, target = a[:, :-1], a[:, -1]
+    else:
+        from sklearn.datasets import load_digits as _sk_load
+        d = _sk_load()
+        data, target = d.data, d.target
+    return np.asarray(data, dtype=np.float32), np.asarray(target, dtype=np.int64)
 
 
 def split_indices(y: np.ndarray, seed: int, test_fraction: float):

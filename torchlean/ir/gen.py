@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec import SPEC
+from ..testing.opinfo import OPINFOS
 from .graph import PARENTS, Graph, KINDS, Node, Payload, kind_info, spec_args
 from .interpret import DOMAINS
 
@@ -33,7 +34,6 @@ class RandomGraph:
 
 def generable_kinds(exclude=()) -> list:
     """Spec kinds that have an OpInfo, sorted (the default choice of :func:`random_graph`)."""
-    from ..testing.opinfo import OPINFOS
     return sorted(k for k in OPINFOS if k in KINDS and k in SPEC and k not in exclude)
 
 
@@ -49,7 +49,6 @@ def random_graph(rng: np.random.Generator, n_ops: int, kinds=None, reuse: float 
     computed by calling ``SPEC[kind].forward`` directly, independently of
     :func:`~torchlean.ir.evaluate`.
     """
-    from ..testing.opinfo import OPINFOS
     kinds = generable_kinds() if kinds is None else list(kinds)
     nodes: list = []
     values: list = []

@@ -40,10 +40,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import IRError, TorchLeanError
 from ..autograd import tracing
+from ..errors import IRError, TorchLeanError
+from ..kernels import get_kernels
 from ..tensor import Tensor
 from .graph import PARAM_INPUTS, PARENTS, Graph, Node, Payload
+from .compile import compile as _compile
 from .infer import check
 
 __all__ = ["trace", "Traced", "trace_call", "compile_module", "CompiledModule"]
@@ -66,7 +68,6 @@ class Traced:
 def _host(v):
     if isinstance(v, np.ndarray):
         return v
-    from ..kernels import get_kernels
     return get_kernels("cuda").to_host(v)
 
 
@@ -320,7 +321,6 @@ def compile_module(module_or_fn, *example_inputs, device=None, dtype=None, cuda_
         >>> lin.weight.grad.shape
         (2, 3)
     """
-    from .compile import compile as _compile
     t = trace_call(module_or_fn, *example_inputs)
     first = next((x for x in example_inputs if isinstance(x, Tensor)), None)
     if device is None:

@@ -86,6 +86,9 @@ CONTRACT: dict[str, dict[str, str]] = {
         "to_device": "(x: an array of any device, device) -> x's values on `device` (x itself if already there)",
         "astype": "(x, dtype) -> x converted (a copy only if the dtype differs)",
         "ascontiguous": "(x) -> x if row-major contiguous, else a contiguous copy",
+        "from_dlpack": "(obj) -> an array of this device sharing the memory of DLPack-capable obj (no copy)",
+        "dlpack": ("(x, **kw) -> x.__dlpack__(**kw); on CUDA the buffer is noted as shared, so host copies of it "
+                   "are never reused (host_ints)"),
         "bool_mask": ("(mask: host 0/1 or bool array, or a device array, shape) -> bool array of the device "
                       "(nonzero = True) broadcast to shape; a view where possible, and on CUDA a host mask "
                       "is uploaded once per content (only its distinct entries travel)"),

@@ -9,7 +9,7 @@
 - :class:`GPT` — a decoder-only transformer language model.
 
 Each model keeps its constructor arguments in ``model.config`` (checkpoints record it).
-``torchlean train MODEL`` trains them on the bundled data sets (see torchlean/train.py).
+``torchlean train MODEL`` trains them on the bundled data sets (see torchlean/train/).
 """
 
 from .cnn import CNN, BasicBlock, ResNet

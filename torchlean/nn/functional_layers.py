@@ -85,7 +85,8 @@ def _crop_front(y, crop):
     return y[index] if y.ndim >= d else y
 
 
-def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noqa: A002
+def _conv_args(op, d, input, weight, bias, layout):  # noqa: A002
+    """The number of spatial axes of a (transposed) convolution, its arguments checked."""
     _tensor(input, op)
     _tensor(weight, op, "weight")
     if bias is not None:
@@ -94,8 +95,13 @@ def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noq
         d = weight.ndim - 2
     _check_spatial(op, d)
     if weight.ndim != d + 2:
-        raise ShapeError(f"{op}: weight {weight.shape} must have {d + 2} axes (C_out, C_in/groups, *kernel) "
+        raise ShapeError(f"{op}: weight {weight.shape} must have {d + 2} axes ({layout}, *kernel) "
                          f"for {d} spatial axes")
+    return d
+
+
+def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noqa: A002
+    d = _conv_args(op, d, input, weight, bias, "C_out, C_in/groups")
     crop = None
     if isinstance(padding, str):
         padding, crop = _string_padding(op, padding, weight.shape[2:], stride, dilation, d)
@@ -144,16 +150,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _conv_transpose(op, d, input, weight, bias, stride, padding, output_padding, groups, dilation):  # noqa: A002
-    _tensor(input, op)
-    _tensor(weight, op, "weight")
-    if bias is not None:
-        _tensor(bias, op, "bias")
-    if d is None:
-        d = weight.ndim - 2
-    _check_spatial(op, d)
-    if weight.ndim != d + 2:
-        raise ShapeError(f"{op}: weight {weight.shape} must have {d + 2} axes (C_in, C_out/groups, *kernel) "
-                         f"for {d} spatial axes")
+    d = _conv_args(op, d, input, weight, bias, "C_in, C_out/groups")
     if isinstance(padding, str):
         raise DomainError(f"{op}: string padding {padding!r} is not supported for transposed convolution")
     attrs = {"stride": _tup(stride, d), "padding": _tup(padding, d),

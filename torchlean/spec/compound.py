@@ -23,7 +23,7 @@ reason (a fused kernel for speed, numerical stability), stated in that primitive
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np

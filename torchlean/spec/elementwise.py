@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..errors import DomainError, ShapeError
-from ..shape import broadcast_shapes
+from ..shape import broadcast_axes, broadcast_shapes
 from .registry import defspec
 
 SAFE_LOG_EPS = 1e-6
@@ -26,10 +26,7 @@ def sum_to_shape(g: np.ndarray, shape: tuple) -> np.ndarray:
     shape = tuple(shape)
     if g.shape == shape:
         return g
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
-    return g.sum(axis=axes).reshape(shape)
+    return g.sum(axis=broadcast_axes(shape, g.shape)).reshape(shape)
 
 
 def _same(x):

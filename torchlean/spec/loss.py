@@ -11,13 +11,11 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
 from ..errors import DomainError, DTypeError, IndexRangeError, ShapeError, fmt_shapes
-from ..shape import broadcast_shapes
 from .registry import defspec
 from .softmax import log_softmax, softmax
 

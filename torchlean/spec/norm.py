@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..errors import DomainError, ShapeError, fmt_shapes
+from ..errors import ShapeError
 from .attrs import check_eps, check_int
 from .registry import defspec
 

@@ -69,4 +69,3 @@ defspec("selective_scan_var", _scan, _scan_vjp,
         lambda x, a, b, h0: _scan_shape("selective_scan_var", x, a, b, h0, True), 4)
 
 
-__all__ = ["attention_probs", "attention_vjp", "dft_mats", "mha_dims", "MASK_FILL"]

@@ -23,11 +23,10 @@ other bins 0; y = irfft(Y, grid). ``modes <= grid//2 + 1``.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from ..errors import DomainError, ShapeError, fmt_shapes
+from ..errors import ShapeError, fmt_shapes
 from .attrs import check_int
 from .registry import defspec
 

@@ -9,7 +9,7 @@ theirs, ran before the forward.
 from __future__ import annotations
 
 from ...spec.compound import COMPOUNDS, run_formula
-from ..node import Node, rule_node, sweep
+from ..node import Node, sweep
 from .registry import RULES, defrule
 
 
@@ -25,7 +25,7 @@ def _compound_rule(c):
         out, P = run_formula(c, xs, attrs, apply)
         nodes = [Node(None, x, True) for x in xs]
         for (op, ins, _, _), s in zip(P.steps, saved):
-            nodes.append(rule_node(op, P.values[len(nodes)], ins, RULES[op], K, s, (True,) * len(ins)))
+            nodes.append(Node(op, P.values[len(nodes)], True, ins, None, None, RULES[op], K, s, (True,) * len(ins)))
         return P.values[out], (nodes, out)
 
     def backward(K, saved, g, needs):

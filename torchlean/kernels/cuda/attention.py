@@ -11,8 +11,8 @@ On compute capability 8.0 and later the tile products run on tensor cores in 3xT
 float32 operand split into two TF32 parts, three products accumulated in float32: float32
 accuracy, the arithmetic PyTorch's fp32 memory-efficient attention uses there); before that,
 in plain float32 FMA. Float64 inputs, head sizes above 128, empty inputs and kernels whose
-shared memory the device cannot give run the host algorithm on CuPy (:mod:`.ported`), which
-has the same semantics.
+shared memory the device cannot give run the host kernels of
+:mod:`torchlean.kernels.host.attention` with ``xp=cupy``, which have the same semantics.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from . import build
 from .build import Launcher, function
 from .base import _contig, _dev
-from .ported import twin
+from ..host import attention as _host
 
 build.declare("attention", ["fa_delta"] + [f"{k}<{dm}>" for k in ("fa_fwd", "fa_bwd_dq", "fa_bwd_kv", "ft_fwd",
                                                                  "ft_bwd_dq", "ft_bwd_kv") for dm in (64, 128)])
@@ -35,12 +35,8 @@ _TILE = 64           # columns per tile (FA_T in the source)
 _DMS = (64, 128)
 
 
-def _ported():
-    return twin("torchlean.kernels.host.attention")
-
-
 def _head_dim(q, k, v, mask):
-    """(DM, tensor cores) of the native kernels for these inputs, or None when the ported path must run."""
+    """(DM, tensor cores) of the native kernels for these inputs, or None when the host code must run on CuPy."""
     if not (q.dtype == k.dtype == v.dtype == np.float32):
         return None
     B, n, d = q.shape
@@ -162,7 +158,7 @@ def _launch(kind, variant, B, rows, *args):
 def flash_attention_fwd(q, k, v, mask, scale, hard):
     var = _head_dim(q, k, v, mask)
     if var is None:
-        return _ported().flash_attention_fwd(q, k, v, mask, scale, hard)
+        return _host.flash_attention_fwd(q, k, v, mask, scale, hard, xp=cupy)
     e0 = v.shape[2]
     q, k, v = _padded(q), _padded(k), _padded(v)
     B, n, d = q.shape
@@ -193,7 +189,7 @@ def _side(dev: int):
 def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
     var = _head_dim(q, k, v, mask)
     if var is None:
-        return _ported().flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)
+        return _host.flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, xp=cupy)
     d0, e0 = q.shape[2], v.shape[2]
     q, k, v = _padded(q), _padded(k), _padded(v)
     B, n, d = q.shape

@@ -19,12 +19,15 @@ The transposed convolution is the same three maps with roles exchanged, as on th
 batch is processed in chunks so that a column buffer stays within :data:`COLS_BUDGET` bytes. 1x1
 kernels with unit stride and no padding skip im2col (the input already is its columns).
 Inputs outside what the native kernels take (dtypes other than float32 / float64, empty
-axes, coordinates beyond 32-bit) run the ported host code (:mod:`torchlean.kernels.cuda.ported`).
+axes, coordinates beyond 32-bit) run the host kernels of :mod:`torchlean.kernels.host.conv`
+with ``xp=cupy`` (the same algorithm over CuPy arrays). The pooling kernels have no native
+version: they are those host kernels bound to CuPy.
 GEMMs are strict float32 unless :func:`torchlean.cuda.set_tf32` allowed TF32.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from math import prod
 
@@ -36,10 +39,11 @@ from . import build
 from .build import blocks, ftype, launch
 from .base import _contig, _dev
 from .reduce import _reduce, reduce_sum_axis0
-from .ported import twin
+from ..host import conv as _host
 
 __all__ = ["conv_forward", "conv_backward", "conv_transpose_forward", "conv_transpose_backward",
-           "COLS_BUDGET"]
+           "max_pool_forward", "max_pool_backward", "avg_pool_forward", "avg_pool_backward",
+           "smooth_max_pool_forward", "smooth_max_pool_backward", "COLS_BUDGET"]
 
 build.declare("conv", [f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in build.FLOATS for d in range(1, 9)]
               + [f"bias_add_k<{t}>" for t in build.FLOATS])
@@ -51,10 +55,6 @@ _MAXD = 8
 _GRID_Y = 65535
 _INT_LIMIT = 2 ** 30  # per-axis coordinates (with padding and dilation) stay far inside int32
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _ported():
-    return twin("torchlean.kernels.host.conv")
 
 
 def _geom(in_sp, out_sp, k, s, p, dil) -> bytes:
@@ -73,7 +73,7 @@ def _grid(n: int, rows: int):
 
 
 def _native(arrays, spatial, out, k, s, p, dil) -> bool:
-    """True when the native path takes these operands (otherwise the ported host code runs)."""
+    """True when the native path takes these operands (otherwise the host code runs on CuPy)."""
     dt = arrays[0].dtype
     if dt not in _FLOATS or any(a.dtype != dt for a in arrays[1:]):
         return False
@@ -228,7 +228,7 @@ def conv_forward(x, w, b, stride, padding, dilation, groups):
     k = tuple(w.shape[2:])
     out = _conv_out(x.shape[2:], k, stride, padding, dilation)
     if not _native((x, w), x.shape[2:], out, k, stride, padding, dilation):
-        return _ported().conv_forward(x, w, b, stride, padding, dilation, groups)
+        return _host.conv_forward(x, w, b, stride, padding, dilation, groups, xp=cupy)
     return _add_bias(_conv(x, w, out, stride, padding, dilation, groups), b)
 
 
@@ -237,7 +237,7 @@ def conv_backward(x, w, g, stride, padding, dilation, groups, need_x=True, need_
     x, w, g = _prep(x, w, g)
     k = tuple(w.shape[2:])
     if not _native((x, w, g), x.shape[2:], g.shape[2:], k, stride, padding, dilation):
-        return _ported().conv_backward(x, w, g, stride, padding, dilation, groups, need_x, need_w, need_b)
+        return _host.conv_backward(x, w, g, stride, padding, dilation, groups, need_x, need_w, need_b, xp=cupy)
     dx = _data_grad(g, w, x.shape[2:], stride, padding, dilation, groups) if need_x else None
     dw = _weight_grad(x, g, k, stride, padding, dilation, groups) if need_w else None
     db = _bias_grad(g) if need_b else None
@@ -250,7 +250,7 @@ def conv_transpose_forward(x, w, b, stride, padding, output_padding, dilation, g
     k = tuple(w.shape[2:])
     out = _convt_out(x.shape[2:], k, stride, padding, output_padding, dilation)
     if not _native((x, w), out, x.shape[2:], k, stride, padding, dilation):
-        return _ported().conv_transpose_forward(x, w, b, stride, padding, output_padding, dilation, groups)
+        return _host.conv_transpose_forward(x, w, b, stride, padding, output_padding, dilation, groups, xp=cupy)
     return _add_bias(_data_grad(x, w, out, stride, padding, dilation, groups), b)
 
 
@@ -262,10 +262,20 @@ def conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, 
     # Seen from x, the transposed convolution's adjoint is a convolution of g whose outputs are
     # exactly x's positions (cells added by output_padding are never read).
     if not _native((g, w, x), g.shape[2:], x.shape[2:], k, stride, padding, dilation):
-        return _ported().conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, groups,
-                                                 need_x, need_w, need_b)
+        return _host.conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, groups,
+                                             need_x, need_w, need_b, xp=cupy)
     out = tuple(x.shape[2:])
     dx = _conv(g, w, out, stride, padding, dilation, groups) if need_x else None
     dw = _weight_grad(g, x, k, stride, padding, dilation, groups) if need_w else None
     db = _bias_grad(g) if need_b else None
     return dx, dw, db
+
+
+# ---- pooling: the host kernels over CuPy arrays (no native kernels yet) ----------------------
+
+max_pool_forward = functools.partial(_host.max_pool_forward, xp=cupy)
+max_pool_backward = functools.partial(_host.max_pool_backward, xp=cupy)
+avg_pool_forward = functools.partial(_host.avg_pool_forward, xp=cupy)
+avg_pool_backward = functools.partial(_host.avg_pool_backward, xp=cupy)
+smooth_max_pool_forward = functools.partial(_host.smooth_max_pool_forward, xp=cupy)
+smooth_max_pool_backward = functools.partial(_host.smooth_max_pool_backward, xp=cupy)

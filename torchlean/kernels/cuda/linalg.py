@@ -3,7 +3,6 @@ inside a CUDA graph capture scope (:mod:`.gemm`)."""
 
 from __future__ import annotations
 
-import cupy
 
 from . import build
 from . import gemm as _gemm

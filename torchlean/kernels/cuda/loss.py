@@ -7,6 +7,7 @@ import builtins
 import cupy
 import numpy as np
 
+from ..host import loss as host_loss
 from . import build
 from .base import _THREADS, _c, _contig, _dev
 from .build import blocks, ftype, launch
@@ -25,16 +26,6 @@ def mse_loss(yhat, target):
 def mse_loss_bwd(yhat, target, g):
     d = (_dev(yhat) - _dev(target)) * (_c(yhat, 2.0 / builtins.max(yhat.size, 1)) * _dev(g).astype(yhat.dtype))
     return d, -d
-
-
-def _nll_weights(target, weight, ignore_index, dtype):
-    n = target.shape[0]
-    ign = target == ignore_index
-    if weight is None:
-        w = cupy.ones(n, dtype=dtype)
-    else:
-        w = _dev(weight)[cupy.where(ign, 0, target)].astype(dtype)
-    return cupy.where(ign, dtype.type(0), w)
 
 
 def _nll_fused(logp, target, weight):
@@ -70,17 +61,8 @@ def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
 
 
 def _nll_loss_generic(logp, target, weight=None, ignore_index=-100, reduction="mean"):
-    logp = _dev(logp)
-    target = _dev(target)
-    n = logp.shape[0]
-    w = _nll_weights(target, weight, ignore_index, logp.dtype)
-    safe_t = cupy.where(target == ignore_index, 0, target)
-    picked = -logp[cupy.arange(n), safe_t] * w
-    if reduction == "none":
-        return picked
-    if reduction == "sum":
-        return cupy.asarray(picked.sum(), dtype=logp.dtype)
-    return cupy.asarray(picked.sum() / w.sum(), dtype=logp.dtype)
+    return host_loss.nll_loss(_dev(logp), _dev(target), None if weight is None else _dev(weight), ignore_index,
+                              reduction, xp=cupy)
 
 
 def nll_loss_bwd(logp, target, weight, ignore_index, reduction, g):
@@ -105,14 +87,5 @@ def nll_loss_bwd(logp, target, weight, ignore_index, reduction, g):
 
 
 def _nll_loss_bwd_generic(logp, target, weight, ignore_index, reduction, g):
-    logp = _dev(logp)
-    target = _dev(target)
-    g = _dev(g).astype(logp.dtype, copy=False)
-    n = logp.shape[0]
-    w = _nll_weights(target, weight, ignore_index, logp.dtype)
-    safe_t = cupy.where(target == ignore_index, 0, target)
-    coef = -w * g if reduction in ("none", "sum") else -w * (g / w.sum())
-    out = cupy.zeros_like(logp)
-    # Each row receives exactly one entry, so a plain scatter is the host's add.at.
-    out[cupy.arange(n), safe_t] = coef.astype(logp.dtype, copy=False)
-    return out
+    return host_loss.nll_loss_bwd(_dev(logp), _dev(target), None if weight is None else _dev(weight), ignore_index,
+                                  reduction, _dev(g), xp=cupy)

@@ -8,30 +8,24 @@ index family then never reuses a host copy of them)."""
 from __future__ import annotations
 
 import weakref
+from functools import partial
 
 import cupy
 import numpy as np
 
-from .base import _contig, _dev
+from ..host import memory as host_memory
+from .base import _contig
 
 
 # ---- memory and transfer --------------------------------------------------------------------
 
 
-def zeros(shape, dtype):
-    return cupy.zeros(shape, dtype=dtype)
-
-
-def full(shape, value, dtype):
-    return cupy.full(shape, value, dtype=dtype)
-
-
-def empty(shape, dtype):
-    return cupy.empty(shape, dtype=dtype)
-
-
-def copy(x):
-    return _dev(x).copy(order="C")
+zeros = partial(host_memory.zeros, xp=cupy)
+full = partial(host_memory.full, xp=cupy)
+empty = partial(host_memory.empty, xp=cupy)
+copy = partial(host_memory.copy, xp=cupy)
+astype = host_memory.astype
+ascontiguous = partial(host_memory.ascontiguous, xp=cupy)
 
 
 def from_host(a, dtype):
@@ -45,14 +39,6 @@ def to_host(x):
     if isinstance(x, cupy.ndarray):
         return cupy.asnumpy(x)
     return np.array(x, copy=True)
-
-
-def astype(x, dtype):
-    return x.astype(dtype, copy=False)
-
-
-def ascontiguous(x):
-    return _contig(x)
 
 
 def fill(x, value):

@@ -1,7 +1,11 @@
 """CUDA kernels of the norm family: layer normalization, one group per row with statistics in double
-(``src/norm.cu``)."""
+(``src/norm.cu``). Batch normalization has no native kernel: ``batch_norm_fwd`` and
+``batch_norm_bwd`` are the host kernels of :mod:`torchlean.kernels.host.norm` over CuPy arrays
+(``xp=cupy``)."""
 
 from __future__ import annotations
+
+import functools
 
 import cupy
 import numpy as np
@@ -11,6 +15,7 @@ from . import build
 from .build import blocks, ftype, launch
 from .reduce import reduce_sum_axis0
 from .softmax import _row_block
+from ..host import norm as _host
 
 build.declare("norm", [f"{k}<{t}, {v}>" for k in ("layer_norm_fwd_k", "layer_norm_bwd_k") for t in build.FLOATS
                        for v in ("false", "true")]
@@ -63,3 +68,9 @@ def layer_norm_bwd(x, gamma, mean, rstd, g):
         return dx, None, None
     s = reduce_sum_axis0(gxhat)
     return dx, s[:n], s[n:]
+
+
+# ---- batch normalization: the host kernels over CuPy arrays (no native kernels yet) ----------
+
+batch_norm_fwd = functools.partial(_host.batch_norm_fwd, xp=cupy)
+batch_norm_bwd = functools.partial(_host.batch_norm_bwd, xp=cupy)

@@ -10,6 +10,7 @@ import cupy
 import numpy as np
 
 from ...errors import ShapeError
+from ...shape import broadcast_axes
 from . import build
 from .base import _THREADS, _c, _contig, _dev, _fill_threads, _resident_blocks
 from .build import blocks, ftype, launch, launch_function
@@ -238,6 +239,4 @@ def sum_to_shape(g, shape):
     shape = tuple(shape)
     if g.shape == shape:
         return g
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
-    return _reduce(g, axes, False, 0, "sum_to_shape").reshape(shape)
+    return _reduce(g, broadcast_axes(shape, g.shape), False, 0, "sum_to_shape").reshape(shape)

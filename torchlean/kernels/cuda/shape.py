@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import builtins
 import math
+from functools import partial
 
 import cupy
 import numpy as np
 
+from ...shape import reduced_axes
+from ..host import shape as host_shape
 from .base import _THREADS, _contig, _dev
 from . import build
 from .build import blocks, etype, launch
@@ -92,8 +95,7 @@ def broadcast_to(x, in_dims, out_dims, axis_map):
 
 def reduce_from_broadcast_to(g, in_dims, out_dims, axis_map):
     in_dims, out_dims = tuple(map(int, in_dims)), tuple(map(int, out_dims))
-    view = tuple(1 if a == 0 else in_dims[a - 1] for a in axis_map)
-    axes = tuple(j for j, (v, o) in enumerate(zip(view, out_dims)) if v == 1 and o != 1)
+    axes = reduced_axes(in_dims, out_dims, tuple(map(int, axis_map)))
     g = _dev(g).reshape(out_dims)
     if not axes:
         return _contig(g).copy().reshape(in_dims)
@@ -132,26 +134,10 @@ def transpose2d(x):
     return _swap(x, 1, r, c, 1).reshape(c, r)
 
 
-# ---- general data movement (CuPy's copy kernels) --------------------------------------------
+# ---- general data movement: the host's code on CuPy (CuPy's copy kernels) -----------------
 
-
-def permute(x, perm):
-    return cupy.ascontiguousarray(cupy.transpose(x, tuple(perm)))
-
-
-def concat(xs, axis):
-    return cupy.concatenate(list(xs), axis=axis)
-
-
-def stack(xs, axis):
-    return cupy.stack(list(xs), axis=axis)
-
-
-def basic_index(x, key):
-    return cupy.ascontiguousarray(x[key])
-
-
-def basic_index_bwd(g, shape, key):
-    dx = cupy.zeros(tuple(shape), dtype=g.dtype)
-    dx[key] = g
-    return dx
+permute = partial(host_shape.permute, xp=cupy)
+concat = partial(host_shape.concat, xp=cupy)
+stack = partial(host_shape.stack, xp=cupy)
+basic_index = partial(host_shape.basic_index, xp=cupy)
+basic_index_bwd = partial(host_shape.basic_index_bwd, xp=cupy)

@@ -21,14 +21,17 @@ The tables depend only on ``(grid, modes, S, dtype)`` and are cached per device.
 parts of the DC and (even grid) Nyquist bins are written as 0 before the inverse transform: the
 inverse real FFT ignores them by definition, and cuFFT's C2R does not promise to. Any shape or
 dtype the kernels do not take (empty axes, modes out of range, non-float dtypes) runs the host
-code on CuPy (:mod:`torchlean.kernels.cuda.ported`), which gives the host's behaviour, errors
-included. Nothing is kept between calls but the tables. ``spectral_conv1d_rfft_bwd`` computes
-the three gradients from one transform of g (and one of x); the single-gradient entries are
-that call with the other gradients off (the weight kernel computes Re and Im at once).
+kernels of :mod:`torchlean.kernels.host.spectral` with ``xp=cupy``, which gives the host's
+behaviour, errors included. Nothing is kept between calls but the tables.
+``spectral_conv1d_rfft_bwd`` computes the three gradients from one transform of g (and one of
+x); the single-gradient entries are that call with the other gradients off (the weight kernel
+computes Re and Im at once). The packed real FFT (``rfft1d_packed``, ``irfft1d_packed``) has no
+native kernel: it is the host kernel over CuPy arrays (cuFFT through ``cupy.fft``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import cupy
@@ -40,7 +43,7 @@ from . import build
 from .build import blocks, ftype, launch
 from .base import _contig, _dev, _sm_count
 from .shape import _swap
-from .ported import twin
+from ..host import spectral as _host
 
 build.declare("spectral", [f"spectral_mix<{t}, {a}>" for t in build.FLOATS for a in ("false", "true")]
               + [f"{k}<{t}>" for k in ("spectral_dw", "spectral_finish") for t in build.FLOATS])
@@ -54,10 +57,6 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _MIX_TB = 4                 # MIX_TB of src/spectral.cu
 _DW_TI = 4                  # DW_TI of src/spectral.cu
 _TABLES: dict = {}
-
-
-def _ported():
-    return twin("torchlean.kernels.host.spectral")
 
 
 def _inputs(x, w_re, w_im, g=None):
@@ -220,7 +219,7 @@ def spectral_conv1d_rfft_fwd(x, w_re, w_im):
     ``x`` (batch, grid, in), weights (modes, in, out) -> (batch, grid, out) in x's dtype."""
     ops = _inputs(x, w_re, w_im)
     if ops is None:
-        return _ported().spectral_conv1d_rfft_fwd(x, w_re, w_im)
+        return _host.spectral_conv1d_rfft_fwd(x, w_re, w_im, xp=cupy)
     x, w_re, w_im, _ = ops
     return _conv(x, w_re, w_im, False)
 
@@ -245,6 +244,12 @@ def spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w):
     one of x when the weight gradients are needed)."""
     ops = _inputs(x, w_re, w_im, g)
     if ops is None:
-        return _ported().spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w)
+        return _host.spectral_conv1d_rfft_bwd(x, w_re, w_im, g, need_x, need_w, xp=cupy)
     x, w_re, w_im, g = ops
     return _bwd(x, w_re, w_im, g, need_x, need_w)
+
+
+# ---- the packed real FFT: the host kernels over CuPy arrays (no native kernels) -------------
+
+rfft1d_packed = functools.partial(_host.rfft1d_packed, xp=cupy)
+irfft1d_packed = functools.partial(_host.irfft1d_packed, xp=cupy)

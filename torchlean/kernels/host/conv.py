@@ -1,11 +1,14 @@
-"""NumPy kernels of convolution and pooling (N-d, channels-first, batched).
+"""Host kernels of convolution and pooling (N-d, channels-first, batched).
 
 Every kernel takes a batched input ``(N, C, *spatial)`` (pools: any leading axes
 before the ``d`` spatial ones) and normalized tuples of per-axis ints; shape
-checks are the shape rules' job (:mod:`torchlean.spec.conv`). Convolution is
-im2col + BLAS: :func:`numpy.lib.stride_tricks.sliding_window_view` gives the
-windows as a view, one copy lays them out as ``(N, groups, C_in/groups * K, P)``
-(``K = prod(kernel)``, ``P`` output positions) and ``np.matmul`` does the rest.
+checks are the shape rules' job (:mod:`torchlean.spec.conv`). Every kernel (and
+every helper that computes on arrays) takes the array namespace as the keyword
+``xp`` (NumPy by default; :mod:`torchlean.kernels.cuda.conv` passes CuPy for the
+inputs its native kernels do not take). Convolution is im2col + BLAS:
+``xp.lib.stride_tricks.sliding_window_view`` gives the windows as a view, one
+copy lays them out as ``(N, groups, C_in/groups * K, P)`` (``K = prod(kernel)``,
+``P`` output positions) and ``xp.matmul`` does the rest.
 The input gradient (and the transposed convolution, which is the same map) is
 again a convolution when the strides are 1; otherwise the column gradient is
 scattered back with one strided ``+=`` per kernel offset (col2im), never a loop
@@ -23,35 +26,35 @@ import itertools
 from math import prod
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 # ---- helpers ---------------------------------------------------------------------------------
 
 
-def _pad(x, p, value=0.0):
+def _pad(x, p, value=0.0, *, xp=np):
     """``x`` padded by ``p[i]`` cells on both sides of its last ``len(p)`` axes."""
     if not any(p):
         return x
     d = len(p)
     sp = x.shape[x.ndim - d:]
-    out = np.full(x.shape[:x.ndim - d] + tuple(S + 2 * v for S, v in zip(sp, p)), value, dtype=x.dtype)
+    out = xp.full(x.shape[:x.ndim - d] + tuple(S + 2 * v for S, v in zip(sp, p)), value, dtype=x.dtype)
     out[(Ellipsis,) + tuple(slice(v, v + S) for v, S in zip(p, sp))] = x
     return out
 
 
-def _crop(xp, p):
+def _crop(a, p):
+    """The inner cells of ``a`` (the adjoint of :func:`_pad`): a view, no array namespace needed."""
     if not any(p):
-        return xp
+        return a
     d = len(p)
-    sp = xp.shape[xp.ndim - d:]
-    return xp[(Ellipsis,) + tuple(slice(v, S - v) for v, S in zip(p, sp))]
+    sp = a.shape[a.ndim - d:]
+    return a[(Ellipsis,) + tuple(slice(v, S - v) for v, S in zip(p, sp))]
 
 
-def _windows(xp, k, s, dil, out):
-    """View ``(..., *out, *k)`` of ``xp``: element ``[o, j]`` is ``xp[o * s + j * dil]`` per axis."""
+def _windows(a, k, s, dil, out, *, xp=np):
+    """View ``(..., *out, *k)`` of ``a``: element ``[o, j]`` is ``a[o * s + j * dil]`` per axis."""
     d = len(k)
     keff = tuple(di * (ki - 1) + 1 for ki, di in zip(k, dil))
-    v = sliding_window_view(xp, keff, axis=tuple(range(xp.ndim - d, xp.ndim)))
+    v = xp.lib.stride_tricks.sliding_window_view(a, keff, axis=tuple(range(a.ndim - d, a.ndim)))
     sl = ((Ellipsis,) + tuple(slice(0, si * (n - 1) + 1, si) for si, n in zip(s, out))
           + tuple(slice(None, None, di) for di in dil))
     return v[sl]
@@ -63,35 +66,35 @@ def _slab(off, s, dil, out):
                                for j, si, di, n in zip(off, s, dil, out))
 
 
-def _im2col(xp, k, s, dil, out, groups):
-    """Columns ``(N, G, C/G * K, P)`` of the padded input ``xp (N, C, *Sp)`` (one copy)."""
-    n, c = xp.shape[:2]
+def _im2col(a, k, s, dil, out, groups, *, xp=np):
+    """Columns ``(N, G, C/G * K, P)`` of the padded input ``a (N, C, *Sp)`` (one copy)."""
+    n, c = a.shape[:2]
     d = len(k)
-    w = _windows(xp, k, s, dil, out)                       # (N, C, *out, *k), a view
+    w = _windows(a, k, s, dil, out, xp=xp)                 # (N, C, *out, *k), a view
     w = w.reshape((n, groups, c // groups) + w.shape[2:])  # still a view: C splits into (G, C/G)
     perm = (0, 1, 2) + tuple(range(3 + d, 3 + 2 * d)) + tuple(range(3, 3 + d))
     return w.transpose(perm).reshape(n, groups, (c // groups) * prod(k), prod(out))
 
 
-def _col2im(cols, sp, k, s, dil, out):
+def _col2im(cols, sp, k, s, dil, out, *, xp=np):
     """Adjoint of :func:`_im2col` (groups merged): ``cols (N, C, *k, *out)`` -> ``(N, C, *sp)``."""
-    xp = np.zeros(cols.shape[:2] + tuple(sp), dtype=cols.dtype)
+    dxp = xp.zeros(cols.shape[:2] + tuple(sp), dtype=cols.dtype)
     # One strided += per kernel offset; within one offset the target cells are distinct.
     for off in itertools.product(*(range(v) for v in k)):
-        xp[_slab(off, s, dil, out)] += cols[(slice(None), slice(None)) + off]
-    return xp
+        dxp[_slab(off, s, dil, out)] += cols[(slice(None), slice(None)) + off]
+    return dxp
 
 
-def _conv_core(xp, w, s, dil, out, groups):
-    """``(N, C_out, *out)`` = conv of the padded input with weight ``w (C_out, C_in/G, *k)``."""
-    n = xp.shape[0]
+def _conv_core(a, w, s, dil, out, groups, *, xp=np):
+    """``(N, C_out, *out)`` = conv of the padded input ``a`` with weight ``w (C_out, C_in/G, *k)``."""
+    n = a.shape[0]
     co, k = w.shape[0], w.shape[2:]
-    cols = _im2col(xp, k, s, dil, out, groups)
+    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
     wm = w.reshape(groups, co // groups, -1)
-    return np.matmul(wm, cols).reshape((n, co) + tuple(out))
+    return xp.matmul(wm, cols).reshape((n, co) + tuple(out))
 
 
-def _conv_data_grad(g, w, spatial, s, p, dil, groups):
+def _conv_data_grad(g, w, spatial, s, p, dil, groups, *, xp=np):
     """Adjoint of the convolution in its input: ``g (N, C_out, *out)`` -> ``(N, C_in, *spatial)``.
 
     With unit strides the adjoint is itself a convolution (of ``g`` padded by
@@ -106,24 +109,24 @@ def _conv_data_grad(g, w, spatial, s, p, dil, groups):
             o + 2 * qi - di * (ki - 1) for o, qi, di, ki in zip(out, q, dil, k)):
         wf = w.reshape((groups, co // groups, cig) + tuple(k)).swapaxes(1, 2)
         wf = wf[(Ellipsis,) + (slice(None, None, -1),) * len(k)].reshape((groups * cig, co // groups) + tuple(k))
-        return _conv_core(_pad(g, q), wf, s, dil, tuple(spatial), groups)
+        return _conv_core(_pad(g, q, xp=xp), wf, s, dil, tuple(spatial), groups, xp=xp)
     wm = w.reshape(groups, co // groups, -1)
     gm = g.reshape(n, groups, co // groups, prod(out))
-    dcols = np.matmul(wm.transpose(0, 2, 1), gm)           # (N, G, C_in/G * K, P)
+    dcols = xp.matmul(wm.transpose(0, 2, 1), gm)           # (N, G, C_in/G * K, P)
     dcols = dcols.reshape((n, groups * cig) + tuple(k) + tuple(out))
     sp = tuple(S + 2 * pi for S, pi in zip(spatial, p))
-    return np.ascontiguousarray(_crop(_col2im(dcols, sp, k, s, dil, out), p))
+    return xp.ascontiguousarray(_crop(_col2im(dcols, sp, k, s, dil, out, xp=xp), p))
 
 
-def _conv_weight_grad(xp, g, k, s, dil, groups):
-    """Adjoint of :func:`_conv_core` in its weight: ``(C_out, C_in/G, *k)``."""
+def _conv_weight_grad(a, g, k, s, dil, groups, *, xp=np):
+    """Adjoint of :func:`_conv_core` in its weight (``a`` the padded input): ``(C_out, C_in/G, *k)``."""
     n, co = g.shape[:2]
     out = g.shape[2:]
-    cols = _im2col(xp, k, s, dil, out, groups)
+    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
     gm = g.reshape(n, groups, co // groups, prod(out))
-    dw = np.matmul(gm, cols.transpose(0, 1, 3, 2))        # (N, G, C_out/G, C_in/G * K)
+    dw = xp.matmul(gm, cols.transpose(0, 1, 3, 2))        # (N, G, C_out/G, C_in/G * K)
     dw = dw.sum(axis=0) if n != 1 else dw[0]
-    return dw.reshape((co, xp.shape[1] // groups) + tuple(k))
+    return dw.reshape((co, a.shape[1] // groups) + tuple(k))
 
 
 def _bias_grad(g):
@@ -142,20 +145,20 @@ def _conv_out(spatial, k, s, p, dil):
     return tuple((S + 2 * pi - di * (ki - 1) - 1) // si + 1 for S, ki, si, pi, di in zip(spatial, k, s, p, dil))
 
 
-def conv_forward(x, w, b, stride, padding, dilation, groups):
+def conv_forward(x, w, b, stride, padding, dilation, groups, *, xp=np):
     """``(N, C_in, *S)``, ``w (C_out, C_in/G, *k)``, ``b (C_out,) | None`` -> ``(N, C_out, *out)``."""
     out = _conv_out(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    y = _conv_core(_pad(x, padding), w, stride, dilation, out, groups)
+    y = _conv_core(_pad(x, padding, xp=xp), w, stride, dilation, out, groups, xp=xp)
     return _add_bias(y, b)
 
 
-def conv_backward(x, w, g, stride, padding, dilation, groups, need_x=True, need_w=True, need_b=True):
+def conv_backward(x, w, g, stride, padding, dilation, groups, need_x=True, need_w=True, need_b=True, *, xp=np):
     """Cotangents ``(dx, dw, db)`` of :func:`conv_forward` for output cotangent ``g``; None where not needed."""
     dx = dw = db = None
     if need_x:
-        dx = _conv_data_grad(g, w, x.shape[2:], stride, padding, dilation, groups)
+        dx = _conv_data_grad(g, w, x.shape[2:], stride, padding, dilation, groups, xp=xp)
     if need_w:
-        dw = _conv_weight_grad(_pad(x, padding), g, w.shape[2:], stride, dilation, groups)
+        dw = _conv_weight_grad(_pad(x, padding, xp=xp), g, w.shape[2:], stride, dilation, groups, xp=xp)
     if need_b:
         db = _bias_grad(g)
     return dx, dw, db
@@ -166,23 +169,23 @@ def _convt_out(spatial, k, s, p, op, dil):
                  for S, ki, si, pi, oi, di in zip(spatial, k, s, p, op, dil))
 
 
-def conv_transpose_forward(x, w, b, stride, padding, output_padding, dilation, groups):
+def conv_transpose_forward(x, w, b, stride, padding, output_padding, dilation, groups, *, xp=np):
     """``(N, C_in, *S)``, ``w (C_in, C_out/G, *k)`` -> ``(N, C_out, *out)``: the adjoint of conv in its input."""
     out = _convt_out(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
-    y = _conv_data_grad(x, w, out, stride, padding, dilation, groups)
+    y = _conv_data_grad(x, w, out, stride, padding, dilation, groups, xp=xp)
     return _add_bias(y, b)
 
 
 def conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, groups,
-                            need_x=True, need_w=True, need_b=True):
+                            need_x=True, need_w=True, need_b=True, *, xp=np):
     """Cotangents ``(dx, dw, db)`` of :func:`conv_transpose_forward`; None where not needed."""
     dx = dw = db = None
-    gp = _pad(g, padding)
+    gp = _pad(g, padding, xp=xp)
     out = x.shape[2:]  # the conv of g seen from x: exactly x's positions (extra output_padding cells dropped)
     if need_x:
-        dx = _conv_core(gp, w, stride, dilation, out, groups)
+        dx = _conv_core(gp, w, stride, dilation, out, groups, xp=xp)
     if need_w:
-        dw = _conv_weight_grad(gp, x, w.shape[2:], stride, dilation, groups)
+        dw = _conv_weight_grad(gp, x, w.shape[2:], stride, dilation, groups, xp=xp)
     if need_b:
         db = _bias_grad(g)
     return dx, dw, db
@@ -190,20 +193,20 @@ def conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, 
 
 # ---- pooling ---------------------------------------------------------------------------------
 
-def _first_valid_offset(k, s, p, dil, out):
+def _first_valid_offset(k, s, p, dil, out, *, xp=np):
     """Row-major offset index of the first real (unpadded) cell of every window."""
-    idx = np.zeros(out, dtype=np.intp)
+    idx = xp.zeros(out, dtype=np.intp)
     d = len(k)
     for a, (ki, si, pi, di, n) in enumerate(zip(k, s, p, dil, out)):
-        o = np.arange(n)
-        j = np.maximum(0, -((o * si - pi) // di))  # smallest j with o*s - p + j*dil >= 0
+        o = xp.arange(n)
+        j = xp.maximum(0, -((o * si - pi) // di))  # smallest j with o*s - p + j*dil >= 0
         shape = [1] * d
         shape[a] = n
         idx = idx * ki + j.reshape(shape)
     return idx
 
 
-def max_pool_forward(x, kernel_size, stride, padding, dilation):
+def max_pool_forward(x, kernel_size, stride, padding, dilation, *, xp=np):
     """``(y, idx)``: window maxima over the last ``d`` axes and the row-major offset of the first winner.
 
     Padding is ``-inf`` and never wins: windows whose maximum is ``-inf`` route to
@@ -212,57 +215,57 @@ def max_pool_forward(x, kernel_size, stride, padding, dilation):
     k = tuple(kernel_size)
     d = len(k)
     out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, dilation)
-    xp = _pad(x, padding, -np.inf)
-    w = _windows(xp, k, stride, dilation, out)
+    xpad = _pad(x, padding, -np.inf, xp=xp)
+    w = _windows(xpad, k, stride, dilation, out, xp=xp)
     cols = w.reshape(w.shape[:w.ndim - d] + (prod(k),))
-    idx = np.argmax(cols, axis=-1)
-    y = np.take_along_axis(cols, idx[..., None], axis=-1)[..., 0]
+    idx = xp.argmax(cols, axis=-1)
+    y = xp.take_along_axis(cols, idx[..., None], axis=-1)[..., 0]
     if any(padding):
-        neg = np.isneginf(y)
+        neg = xp.isneginf(y)
         if neg.any():
-            idx = np.where(neg, _first_valid_offset(k, stride, padding, dilation, out), idx)
+            idx = xp.where(neg, _first_valid_offset(k, stride, padding, dilation, out, xp=xp), idx)
     return y, idx
 
 
-def max_pool_backward(g, idx, x_shape, kernel_size, stride, padding, dilation):
+def max_pool_backward(g, idx, x_shape, kernel_size, stride, padding, dilation, *, xp=np):
     """Route ``g`` to the winners ``idx`` of :func:`max_pool_forward` -> cotangent of shape ``x_shape``."""
     k = tuple(kernel_size)
     d = len(k)
     sp = tuple(S + 2 * p for S, p in zip(x_shape[len(x_shape) - d:], padding))
     out = g.shape[g.ndim - d:]
-    dxp = np.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
+    dxp = xp.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
     zero = g.dtype.type(0)
     for j, off in enumerate(itertools.product(*(range(v) for v in k))):
-        dxp[_slab(off, stride, dilation, out)] += np.where(idx == j, g, zero)
-    return np.ascontiguousarray(_crop(dxp, padding))
+        dxp[_slab(off, stride, dilation, out)] += xp.where(idx == j, g, zero)
+    return xp.ascontiguousarray(_crop(dxp, padding))
 
 
-def avg_pool_forward(x, kernel_size, stride, padding):
+def avg_pool_forward(x, kernel_size, stride, padding, *, xp=np):
     """Window means over the last ``d`` axes; padded cells count as zeros (divisor ``prod(kernel_size)``)."""
     k = tuple(kernel_size)
     d = len(k)
     ones = (1,) * d
     out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, ones)
-    w = _windows(_pad(x, padding), k, stride, ones, out)
+    w = _windows(_pad(x, padding, xp=xp), k, stride, ones, out, xp=xp)
     y = w.sum(axis=tuple(range(w.ndim - d, w.ndim)))
     y *= x.dtype.type(1.0 / prod(k))
     return y
 
 
-def avg_pool_backward(g, x_shape, kernel_size, stride, padding):
+def avg_pool_backward(g, x_shape, kernel_size, stride, padding, *, xp=np):
     """Cotangent of :func:`avg_pool_forward`: ``g / prod(k)`` spread over each window."""
     k = tuple(kernel_size)
     d = len(k)
     sp = tuple(S + 2 * p for S, p in zip(x_shape[len(x_shape) - d:], padding))
     out = g.shape[g.ndim - d:]
     gs = g * g.dtype.type(1.0 / prod(k))
-    dxp = np.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
+    dxp = xp.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
     for off in itertools.product(*(range(v) for v in k)):
         dxp[_slab(off, stride, (1,) * d, out)] += gs
-    return np.ascontiguousarray(_crop(dxp, padding))
+    return xp.ascontiguousarray(_crop(dxp, padding))
 
 
-def smooth_max_pool_forward(x, kernel_size, beta, stride, padding):
+def smooth_max_pool_forward(x, kernel_size, beta, stride, padding, *, xp=np):
     """``(y, m, lse)``: ``y = (1/beta) log sum exp(beta x)`` per window over the real cells (padding
     contributes nothing), ``m`` the window max of ``beta x`` and ``lse = log sum exp(beta x - m)``.
 
@@ -274,23 +277,23 @@ def smooth_max_pool_forward(x, kernel_size, beta, stride, padding):
     ones = (1,) * d
     out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, ones)
     # Working on z = beta x with -inf padding excludes padded cells for either sign of beta.
-    zp = _pad(x * x.dtype.type(beta), padding, -np.inf)
-    w = _windows(zp, k, stride, ones, out)
+    zp = _pad(x * x.dtype.type(beta), padding, -np.inf, xp=xp)
+    w = _windows(zp, k, stride, ones, out, xp=xp)
     axes = tuple(range(w.ndim - d, w.ndim))
     m = w.max(axis=axes)
-    lse = np.log(np.exp(w - m.reshape(m.shape + ones)).sum(axis=axes))
+    lse = xp.log(xp.exp(w - m.reshape(m.shape + ones)).sum(axis=axes))
     return (m + lse) * x.dtype.type(1.0 / beta), m, lse
 
 
-def smooth_max_pool_backward(x, m, lse, g, kernel_size, beta, stride, padding):
+def smooth_max_pool_backward(x, m, lse, g, kernel_size, beta, stride, padding, *, xp=np):
     """Cotangent of :func:`smooth_max_pool_forward`: each cell gets ``g exp(beta x - m - lse)`` per window."""
     k = tuple(kernel_size)
     d = len(k)
     ones = (1,) * d
-    zp = _pad(x * x.dtype.type(beta), padding, -np.inf)
+    zp = _pad(x * x.dtype.type(beta), padding, -np.inf, xp=xp)
     out = g.shape[g.ndim - d:]
-    dxp = np.zeros(zp.shape, dtype=g.dtype)
+    dxp = xp.zeros(zp.shape, dtype=g.dtype)
     for off in itertools.product(*(range(v) for v in k)):
         sl = _slab(off, stride, ones, out)
-        dxp[sl] += g * np.exp((zp[sl] - m) - lse)  # (z - m) first: exact near the window max
-    return np.ascontiguousarray(_crop(dxp, padding))
+        dxp[sl] += g * xp.exp((zp[sl] - m) - lse)  # (z - m) first: exact near the window max
+    return xp.ascontiguousarray(_crop(dxp, padding))

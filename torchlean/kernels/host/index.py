@@ -11,15 +11,16 @@ from ..api import check_indices
 
 
 def gather_vec(v, indices):
-    idx = check_indices(indices, "gather_vec")
-    ok = idx < v.shape[0]
-    out = np.zeros(idx.shape[0], dtype=v.dtype)
-    out[ok] = v[idx[ok]]
-    return out
+    return _gather_rows(v, indices, "gather_vec")
 
 
 def gather_rows(mat, indices):
-    idx = check_indices(indices, "gather_rows")
+    return _gather_rows(mat, indices, "gather_rows")
+
+
+def _gather_rows(mat, indices, op):
+    """Rows ``indices`` of ``mat``; out-of-bounds indices give zero rows."""
+    idx = check_indices(indices, op)
     ok = idx < mat.shape[0]
     out = np.zeros((idx.shape[0],) + mat.shape[1:], dtype=mat.dtype)
     out[ok] = mat[idx[ok]]
@@ -27,11 +28,7 @@ def gather_rows(mat, indices):
 
 
 def scatter_add(x, values, indices):
-    idx = check_indices(indices, "scatter_add")
-    ok = idx < x.shape[0]
-    out = x.copy()
-    np.add.at(out, idx[ok], values[ok])
-    return out
+    return _scatter_rows(x, values, indices, "scatter_add")
 
 
 def scatter_add_row(mat, row, i):
@@ -43,7 +40,12 @@ def scatter_add_row(mat, row, i):
 
 
 def scatter_add_rows(mat, values, indices):
-    idx = check_indices(indices, "scatter_add_rows")
+    return _scatter_rows(mat, values, indices, "scatter_add_rows")
+
+
+def _scatter_rows(mat, values, indices, op):
+    """A copy of ``mat`` with ``values[j]`` added to row ``indices[j]``; out-of-bounds rows ignored."""
+    idx = check_indices(indices, op)
     ok = idx < mat.shape[0]
     out = mat.copy()
     np.add.at(out, idx[ok], values[ok])

@@ -1,4 +1,7 @@
-"""Host kernels of the memory family: allocation, copies, host transfers and dtype casts."""
+"""Host kernels of the memory family: allocation, copies, host transfers and dtype casts.
+
+The kernels that read the same on every device take the array namespace ``xp`` (NumPy here);
+the CUDA family module binds them to CuPy."""
 
 from __future__ import annotations
 
@@ -8,20 +11,20 @@ import numpy as np
 # ---- memory and transfer --------------------------------------------------------------------
 
 
-def zeros(shape, dtype):
-    return np.zeros(shape, dtype=dtype)
+def zeros(shape, dtype, *, xp=np):
+    return xp.zeros(shape, dtype=dtype)
 
 
-def full(shape, value, dtype):
-    return np.full(shape, value, dtype=dtype)
+def full(shape, value, dtype, *, xp=np):
+    return xp.full(shape, value, dtype=dtype)
 
 
-def empty(shape, dtype):
-    return np.empty(shape, dtype=dtype)
+def empty(shape, dtype, *, xp=np):
+    return xp.empty(shape, dtype=dtype)
 
 
-def copy(x):
-    return np.array(x, copy=True, order="C")
+def copy(x, *, xp=np):
+    return xp.array(x, copy=True, order="C")
 
 
 def from_host(a, dtype):
@@ -37,8 +40,9 @@ def astype(x, dtype):
     return x.astype(dtype, copy=False)
 
 
-def ascontiguous(x):
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+def ascontiguous(x, *, xp=np):
+    # (ascontiguousarray alone would make a 0-d array 1-d)
+    return x if x.flags.c_contiguous else xp.ascontiguousarray(x)
 
 
 def fill(x, value):

@@ -1,4 +1,8 @@
-"""Host kernels of the norm family: layer and batch normalization (statistics in float64)."""
+"""Host kernels of the norm family: layer and batch normalization (statistics in float64).
+
+Every kernel takes the array namespace as the keyword ``xp`` (NumPy by default);
+:mod:`torchlean.kernels.cuda.norm` runs the batch-norm kernels with ``xp=cupy``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import numpy as np
 
 
 def _stats(x, axes):
-    """Mean and biased variance over ``axes`` (keepdims), two-pass in float64."""
+    """Mean and biased variance over ``axes`` (keepdims), two-pass in float64 (array methods only:
+    no array namespace needed)."""
     x64 = x.astype(np.float64, copy=False)
     mu = x64.mean(axis=axes, keepdims=True)
     d = x64 - mu
@@ -17,9 +22,9 @@ def _stats(x, axes):
     return mu, d.mean(axis=axes, keepdims=True)
 
 
-def layer_norm_fwd(x, gamma, beta, eps):
+def layer_norm_fwd(x, gamma, beta, eps, *, xp=np):
     mu, var = _stats(x, (1,))
-    rstd = 1.0 / np.sqrt(var + eps)
+    rstd = 1.0 / xp.sqrt(var + eps)
     y = ((x - mu.astype(x.dtype)) * rstd.astype(x.dtype))
     if gamma is not None:
         y *= gamma
@@ -28,34 +33,34 @@ def layer_norm_fwd(x, gamma, beta, eps):
     return y, mu[:, 0].astype(x.dtype), rstd[:, 0].astype(x.dtype)
 
 
-def layer_norm_bwd(x, gamma, mean, rstd, g):
+def layer_norm_bwd(x, gamma, mean, rstd, g, *, xp=np):
     r = rstd[:, None]
     xhat = (x - mean[:, None]) * r
     gx = g * gamma if gamma is not None else g
     n = x.shape[1]
     m1 = gx.sum(axis=1, keepdims=True, dtype=np.float64) / n
-    m2 = np.einsum("ij,ij->i", gx, xhat, dtype=np.float64)[:, None] / n
+    m2 = xp.einsum("ij,ij->i", gx, xhat, dtype=np.float64)[:, None] / n
     dx = r * (gx - m1.astype(x.dtype) - xhat * m2.astype(x.dtype))
     if gamma is None:
         return dx, None, None
-    return dx, np.einsum("ij,ij->j", g, xhat), g.sum(axis=0)
+    return dx, xp.einsum("ij,ij->j", g, xhat), g.sum(axis=0)
 
 
-def batch_norm_fwd(x, gamma, beta, eps):
+def batch_norm_fwd(x, gamma, beta, eps, *, xp=np):
     mu, var = _stats(x, (0, 2))
-    rstd = 1.0 / np.sqrt(var + eps)
+    rstd = 1.0 / xp.sqrt(var + eps)
     scale = (rstd[0, :, 0] * gamma).astype(x.dtype)[None, :, None]
     # Subtract the mean before scaling: x * scale - mean * scale would cancel catastrophically.
     y = (x - mu.astype(x.dtype)) * scale + beta[None, :, None]
     return y, mu[0, :, 0].astype(x.dtype), rstd[0, :, 0].astype(x.dtype)
 
 
-def batch_norm_bwd(x, gamma, mean, rstd, g):
+def batch_norm_bwd(x, gamma, mean, rstd, g, *, xp=np):
     r = rstd[None, :, None]
     xhat = (x - mean[None, :, None]) * r
     cnt = x.shape[0] * x.shape[2]
     dbeta = g.sum(axis=(0, 2), dtype=np.float64)
-    dgamma = np.einsum("ncs,ncs->c", g, xhat, dtype=np.float64)
+    dgamma = xp.einsum("ncs,ncs->c", g, xhat, dtype=np.float64)
     # dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)), channel by channel
     k = (gamma * rstd).astype(x.dtype)[None, :, None]
     m1 = (dbeta / cnt).astype(x.dtype)[None, :, None]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...shape import broadcast_axes
+
 
 # ---- the seeds' kernels ---------------------------------------------------------------------
 
@@ -55,6 +57,4 @@ def sum_to_shape(g, shape):
     shape = tuple(shape)
     if g.shape == shape:
         return g
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
-    return g.sum(axis=axes).reshape(shape)
+    return g.sum(axis=broadcast_axes(shape, g.shape)).reshape(shape)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...shape import reduced_axes
+
 
 def concat1d(a, b):
     return np.concatenate([a, b])
@@ -34,9 +36,8 @@ def broadcast_to(x, in_dims, out_dims, axis_map):
 
 def reduce_from_broadcast_to(g, in_dims, out_dims, axis_map):
     in_dims, out_dims = tuple(in_dims), tuple(out_dims)
-    view = _plan_view(in_dims, out_dims, tuple(axis_map))
-    axes = tuple(j for j, (v, o) in enumerate(zip(view, out_dims)) if v == 1 and o != 1)
-    return np.asarray(g.sum(axis=axes, keepdims=True), order="C").reshape(in_dims)
+    axes = reduced_axes(in_dims, out_dims, tuple(axis_map))
+    return np.asarray(g.reshape(out_dims).sum(axis=axes, keepdims=True), order="C").reshape(in_dims)
 
 
 def swap_adjacent_at_depth(x, dims, depth):
@@ -50,27 +51,27 @@ def transpose2d(x):
     return np.ascontiguousarray(x.T)
 
 
-# ---- general data movement ------------------------------------------------------------------
+# ---- general data movement, over the array namespace (the CUDA module binds CuPy) -----------
 
 
-def permute(x, perm):
-    return np.ascontiguousarray(np.transpose(x, tuple(perm)))
+def permute(x, perm, *, xp=np):
+    return xp.ascontiguousarray(xp.transpose(x, tuple(perm)))
 
 
-def concat(xs, axis):
-    return np.concatenate(list(xs), axis=axis)
+def concat(xs, axis, *, xp=np):
+    return xp.concatenate(list(xs), axis=axis)
 
 
-def stack(xs, axis):
-    return np.stack(list(xs), axis=axis)
+def stack(xs, axis, *, xp=np):
+    return xp.stack(list(xs), axis=axis)
 
 
-def basic_index(x, key):
-    # A full integer key would give a NumPy scalar: index through a 0-d view instead.
-    return np.array(x[key], copy=True, order="C", ndmin=0)
+def basic_index(x, key, *, xp=np):
+    # A full integer key gives a scalar (NumPy) or a 0-d view: either way a 0-d copy here.
+    return xp.array(x[key], copy=True, order="C", ndmin=0)
 
 
-def basic_index_bwd(g, shape, key):
-    dx = np.zeros(tuple(shape), dtype=g.dtype)
+def basic_index_bwd(g, shape, key, *, xp=np):
+    dx = xp.zeros(tuple(shape), dtype=g.dtype)
     dx[key] = g
     return dx

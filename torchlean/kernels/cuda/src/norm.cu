@@ -1,5 +1,22 @@
 // Layer normalization: one group per row, statistics in double as on the host.
 
+// One output of a row: (v - mean) * rstd, then * gamma[j] and + beta[j] as flags say (1 gamma,
+// 2 beta); lane 0 also records the row's statistics.
+template <typename T> __device__ __forceinline__ T ln_out(T v, T mu, T r, const T* gamma, const T* beta, i64 j,
+                                                         int flags) {
+    T o = (v - mu) * r;
+    if (flags & 1) o = o * gamma[j];
+    if (flags & 2) o = o + beta[j];
+    return o;
+}
+
+template <typename T> __device__ __forceinline__ void ln_stats(T* mean, T* rstd, i64 row, T mu, T r, int lane) {
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = r;
+    }
+}
+
 // y = (x - mean) * rstd (* gamma) (+ beta) over rows of length n; mean and biased variance in
 // double, two passes (the row is re-read from cache). flags: 1 gamma, 2 beta.
 template <typename T, bool BLOCK>
@@ -21,16 +38,8 @@ __global__ void layer_norm_fwd_k(const T* __restrict__ x, const T* __restrict__ 
     const double var = group_sum<BLOCK>(v, sh) / double(n);
     const double r = 1.0 / sqrt(var + eps);
     const T muT = T(mu), rT = T(r);
-    for (i64 j = lane; j < n; j += gsize) {
-        T o = (p[j] - muT) * rT;
-        if (flags & 1) o = o * gamma[j];
-        if (flags & 2) o = o + beta[j];
-        q[j] = o;
-    }
-    if (lane == 0) {
-        mean[row] = muT;
-        rstd[row] = rT;
-    }
+    for (i64 j = lane; j < n; j += gsize) q[j] = ln_out(p[j], muT, rT, gamma, beta, j, flags);
+    ln_stats(mean, rstd, row, muT, rT, lane);
 }
 
 // Rows that fit in registers: a block holds the row (N elements per thread), so x is read once.
@@ -66,17 +75,9 @@ layer_norm_fwd_reg(const T* __restrict__ x, const T* __restrict__ gamma, const T
 #pragma unroll
     for (int k = 0; k < N; ++k) {
         const i64 j = lane + (i64)k * gsize;
-        if (j < n) {
-            T o = (v[k] - muT) * rT;
-            if (flags & 1) o = o * gamma[j];
-            if (flags & 2) o = o + beta[j];
-            q[j] = o;
-        }
+        if (j < n) q[j] = ln_out(v[k], muT, rT, gamma, beta, j, flags);
     }
-    if (lane == 0) {
-        mean[row] = muT;
-        rstd[row] = rT;
-    }
+    ln_stats(mean, rstd, row, muT, rT, lane);
 }
 
 // dx = rstd (gx - mean(gx) - xhat mean(gx xhat)), gx = g gamma; the two means in double.
