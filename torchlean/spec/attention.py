@@ -105,7 +105,8 @@ defspec("flash_attention",
             q, k, scale=_scale_of(q.shape[-1], scale), mask=mask, hard=hard) @ v,
         lambda g, q, k, v, *, scale=None, mask=None, hard=False: attention_vjp(
             g, q, k, v, scale=_scale_of(q.shape[-1], scale), mask=mask, hard=hard),
-        _flash_shape, 3)
+        _flash_shape, 3,
+        why="O(n) memory: key tiles with an online softmax, where softmax(q k^T) v keeps the n x m weights")
 
 
 def mha_dims(x, wq, wk, wv, wo, num_heads, mask=None, op="multi_head_attention"):
@@ -170,4 +171,5 @@ def _mha_vjp(g, x, wq, wk, wv, wo, *, num_heads, mask=None, use_flash=True):
 
 defspec("multi_head_attention", _mha, _mha_vjp,
         lambda x, wq, wk, wv, wo, *, num_heads, mask=None, use_flash=True: (
-            mha_dims(x, wq, wk, wv, wo, num_heads, mask), tuple(x))[1], 5)
+            mha_dims(x, wq, wk, wv, wo, num_heads, mask), tuple(x))[1], 5,
+        why="the seeds' layer as one op: the head split and merge run inside it, not as ten ops")

@@ -334,7 +334,8 @@ def _conv_nobias_shape(x, w, *, stride=1, padding=0, dilation=1, groups=1):
 
 
 defspec("conv", _conv_forward, _conv_vjp, _conv_shape, 3)
-defspec("conv_nobias", _conv_nobias_forward, _conv_nobias_vjp, _conv_nobias_shape, 2)
+defspec("conv_nobias", _conv_nobias_forward, _conv_nobias_vjp, _conv_nobias_shape, 2,
+        why="conv without a zero bias to make, add and differentiate")
 
 
 # ---- conv_transpose --------------------------------------------------------------------------
@@ -409,7 +410,8 @@ def _convt_nobias_shape(x, w, *, stride=1, padding=0, output_padding=None, dilat
 
 
 defspec("conv_transpose", _convt_forward, _convt_vjp, _convt_shape, 3)
-defspec("conv_transpose_nobias", _convt_nobias_forward, _convt_nobias_vjp, _convt_nobias_shape, 2)
+defspec("conv_transpose_nobias", _convt_nobias_forward, _convt_nobias_vjp, _convt_nobias_shape, 2,
+        why="conv_transpose without a zero bias to make, add and differentiate")
 
 
 # ---- pooling ---------------------------------------------------------------------------------
@@ -531,4 +533,5 @@ def _smooth_shape(x, *, kernel_size, beta, stride=None, padding=0):
     return P.out_shape
 
 
-defspec("smooth_max_pool", _smooth_forward, _smooth_vjp, _smooth_shape, 1)
+defspec("smooth_max_pool", _smooth_forward, _smooth_vjp, _smooth_shape, 1,
+        why="stability: a log-sum-exp per window with the window max subtracted, padding excluded")

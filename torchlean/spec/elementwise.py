@@ -33,12 +33,12 @@ def _same(x):
     return tuple(x)
 
 
-def _unary(name, f, df):
+def _unary(name, f, df, why=""):
     """Register ``name`` with forward ``f(x, **attrs)`` and derivative ``df(x, **attrs)``."""
-    defspec(name, f, lambda g, x, **a: (g * df(x, **a),), _same, 1)
+    defspec(name, f, lambda g, x, **a: (g * df(x, **a),), _same, 1, why=why)
 
 
-def _binary(name, f, vjp):
+def _binary(name, f, vjp, why=""):
     def shape(a, b):
         return broadcast_shapes(a, b, op=name)
 
@@ -46,15 +46,16 @@ def _binary(name, f, vjp):
         ga, gb = vjp(g, a, b)
         return sum_to_shape(ga, a.shape), sum_to_shape(gb, b.shape)
 
-    defspec(name, f, wrapped_vjp, shape, 2)
+    defspec(name, f, wrapped_vjp, shape, 2, why=why)
 
 
 # ---- binary arithmetic (NumPy broadcasting) -------------------------------------------------
 
 _binary("add", lambda a, b: a + b, lambda g, a, b: (g, g))
-_binary("sub", lambda a, b: a - b, lambda g, a, b: (g, -g))
+_binary("sub", lambda a, b: a - b, lambda g, a, b: (g, -g), why="one kernel and one rounding, not add(a, neg(b))")
 _binary("mul", lambda a, b: a * b, lambda g, a, b: (g * b, g * a))
-_binary("div", lambda a, b: a / b, lambda g, a, b: (g / b, -g * a / (b * b)))
+_binary("div", lambda a, b: a / b, lambda g, a, b: (g / b, -g * a / (b * b)),
+        why="a / b rounds once, mul(a, inv(b)) twice")
 
 
 def _max_vjp(g, a, b):
@@ -84,7 +85,8 @@ def _scale_shape(x, *, c):
     return tuple(x)
 
 
-defspec("scale", lambda x, *, c: x * c, lambda g, x, *, c: (g * c,), _scale_shape, 1)
+defspec("scale", lambda x, *, c: x * c, lambda g, x, *, c: (g * c,), _scale_shape, 1,
+        why="a Python scalar as an attribute: no constant tensor to make, upload or trace")
 _unary("neg", lambda x: -x, lambda x: -np.ones_like(x))
 
 
@@ -126,7 +128,8 @@ def _clamp_vjp(g, x, *, lo=None, hi=None):
     return (np.where(inside, g, 0.0).astype(g.dtype, copy=False),)
 
 
-defspec("clamp", _clamp, _clamp_vjp, _clamp_shape, 1)
+defspec("clamp", _clamp, _clamp_vjp, _clamp_shape, 1,
+        why="one kernel; and its gradient passes strictly inside (lo, hi), not maximum/minimum's tie split")
 
 _unary("relu", lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(x.dtype))
 _unary("exp", np.exp, np.exp)
@@ -146,12 +149,15 @@ def softplus(x):
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-_unary("sigmoid", sigmoid, lambda x: sigmoid(x) * (1 - sigmoid(x)))
+_unary("sigmoid", sigmoid, lambda x: sigmoid(x) * (1 - sigmoid(x)),
+       why="stability (exp of -|x| only) and one kernel whose backward reads only y")
 _unary("tanh", np.tanh, lambda x: 1 - np.tanh(x) ** 2)
-_unary("softplus", softplus, sigmoid)
-_unary("silu", lambda x: x * sigmoid(x), lambda x: sigmoid(x) * (1 + x * (1 - sigmoid(x))))
+_unary("softplus", softplus, sigmoid, why="stability: log(1 + exp(x)) overflows, max(x, 0) + log1p(exp(-|x|)) never")
+_unary("silu", lambda x: x * sigmoid(x), lambda x: sigmoid(x) * (1 + x * (1 - sigmoid(x))),
+       why="one fused kernel each way, where x * sigmoid(x) is two and keeps both values")
 _unary("safe_log", lambda x: np.log(softplus(x) + SAFE_LOG_EPS),
-       lambda x: sigmoid(x) / (softplus(x) + SAFE_LOG_EPS))
+       lambda x: sigmoid(x) / (softplus(x) + SAFE_LOG_EPS),
+       why="one fused kernel each way, where log(softplus(x) + 1e-6) is three passes")
 
 # erf: the error function, 2/sqrt(pi) * integral_0^x exp(-t^2) dt; erf'(x) = 2/sqrt(pi) exp(-x^2).
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -198,7 +204,8 @@ def _gelu_vjp(g, x, *, approximate="none"):
     return ((g * d).astype(g.dtype, copy=False),)
 
 
-defspec("gelu", _gelu, _gelu_vjp, _gelu_shape, 1)
+defspec("gelu", _gelu, _gelu_vjp, _gelu_shape, 1,
+        why="one fused kernel each way, where x * (1 + erf(x / sqrt 2)) / 2 is five passes")
 
 
 # ---- where: cond is a boolean array attribute (not differentiable) ---------------------------

@@ -133,9 +133,12 @@ def _linear_vjp(g, w, b, x):
     return gw, gb, gx
 
 
+# matmul(x, transpose(w)) + b as one op: one GEMM reading w in PyTorch's (out, in) layout (no
+# transposed copy), the bias added in the same pass, dw and db from one pass over g.
+_LINEAR_WHY = "one GEMM on w as stored, bias in the same pass, where matmul + transpose + add is three ops"
 defspec("linear", lambda w, b, x: _affine(w, x) + b, _linear_vjp,
-        lambda w, b, x: linear_shape(w, b, x), 3)
+        lambda w, b, x: linear_shape(w, b, x), 3, why=_LINEAR_WHY)
 defspec("linear_nobias", _affine, _linear_vjp_wx,
-        lambda w, x: linear_shape(w, None, x, op="linear_nobias"), 2)
+        lambda w, x: linear_shape(w, None, x, op="linear_nobias"), 2, why=_LINEAR_WHY)
 
 __all__ = ["matmul_plan", "linear_shape"]

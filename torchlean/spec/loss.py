@@ -38,7 +38,7 @@ def _mse_vjp(g, yhat, target):
     return d, -d
 
 
-defspec("mse_loss", _mse, _mse_vjp, _mse_shape, 2)
+defspec("mse_loss", _mse, _mse_vjp, _mse_shape, 2, why="one fused reduction, where mean((a - b) ** 2) is three passes")
 
 
 # ---- nll_loss / cross_entropy ---------------------------------------------------------------
@@ -161,4 +161,5 @@ def _cross_entropy_vjp(g, logits, *, target, weight=None, ignore_index=-100, red
 
 
 defspec("cross_entropy", _cross_entropy, _cross_entropy_vjp,
-        lambda x, **a: class_target_shape("cross_entropy", x, **a), 1)
+        lambda x, **a: class_target_shape("cross_entropy", x, **a), 1,
+        why="log_softmax, NLL and label smoothing over rows in one op: the log-probabilities are kept once")

@@ -75,7 +75,8 @@ def _layer_norm_vjp(g, x, gamma, beta, *, normalized_ndim, eps=1e-5):
     return dx, (g * xhat).sum(axis=lead), g.sum(axis=lead)
 
 
-defspec("layer_norm", _layer_norm, _layer_norm_vjp, _layer_norm_shape, 3)
+_NORM_WHY = "one row kernel each way with float64 statistics, where the formula is some eight passes"
+defspec("layer_norm", _layer_norm, _layer_norm_vjp, _layer_norm_shape, 3, why=_NORM_WHY)
 
 
 def _layer_norm_noaffine_shape(x, *, normalized_ndim, eps=1e-5):
@@ -95,7 +96,7 @@ def _layer_norm_noaffine_vjp(g, x, *, normalized_ndim, eps=1e-5):
 
 
 defspec("layer_norm_noaffine", _layer_norm_noaffine, _layer_norm_noaffine_vjp,
-        _layer_norm_noaffine_shape, 1)
+        _layer_norm_noaffine_shape, 1, why=_NORM_WHY)
 
 
 # ---- batch norm -----------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def _batch_norm_train_vjp(g, x, gamma, beta, *, eps=1e-5):
 
 defspec("batch_norm_train", _batch_norm_train, _batch_norm_train_vjp,
         lambda x, gamma, beta, *, eps=1e-5: _bn_check("batch_norm_train", x,
-                                                      {"gamma": gamma, "beta": beta}, eps), 3)
+                                                      {"gamma": gamma, "beta": beta}, eps), 3, why=_NORM_WHY)
 
 
 def _batch_norm_eval(x, gamma, beta, mean, var, *, eps=1e-5):
@@ -152,7 +153,8 @@ def _batch_norm_eval_vjp(g, x, gamma, beta, mean, var, *, eps=1e-5):
 
 defspec("batch_norm_eval", _batch_norm_eval, _batch_norm_eval_vjp,
         lambda x, gamma, beta, mean, var, *, eps=1e-5: _bn_check(
-            "batch_norm_eval", x, {"gamma": gamma, "beta": beta, "mean": mean, "var": var}, eps), 5)
+            "batch_norm_eval", x, {"gamma": gamma, "beta": beta, "mean": mean, "var": var}, eps), 5,
+        why="one scale-and-shift per channel with the running statistics as inputs that take no gradient")
 
 
 def _batch_norm_chw_shape(x, gamma, beta, *, eps=1e-5):
@@ -165,4 +167,4 @@ defspec("batch_norm_chw",
         lambda x, gamma, beta, *, eps=1e-5: _batch_norm_train(x[None], gamma, beta, eps=eps)[0],
         lambda g, x, gamma, beta, *, eps=1e-5: (lambda r: (r[0][0], r[1], r[2]))(
             _batch_norm_train_vjp(g[None], x[None], gamma, beta, eps=eps)),
-        _batch_norm_chw_shape, 3)
+        _batch_norm_chw_shape, 3, why="the seeds' op: batch norm of one (C, H, W) image")

@@ -109,7 +109,8 @@ def _reduce_mean_vjp(g, x, *, axis, keepdim=False):
 
 
 defspec("reduce_sum", _reduce_sum, _reduce_sum_vjp, _axes_shape("reduce_sum"), 1)
-defspec("reduce_mean", _reduce_mean, _reduce_mean_vjp, _axes_shape("reduce_mean"), 1)
+defspec("reduce_mean", _reduce_mean, _reduce_mean_vjp, _axes_shape("reduce_mean"), 1,
+        why="the division rides on the reduction's last pass, where reduce_sum then scale is two")
 
 
 # ---- max / min over one axis ----------------------------------------------------------------

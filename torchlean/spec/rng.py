@@ -77,4 +77,5 @@ def _dropout_vjp(g, x, *, p, seed, counter):
     return (g * dropout_mask(x.shape, p, seed, counter) / (1.0 - p),)
 
 
-defspec("dropout", _dropout, _dropout_vjp, _dropout_shape, 1)
+defspec("dropout", _dropout, _dropout_vjp, _dropout_shape, 1,
+        why="the mask is drawn inside the op from (seed, counter): nothing random leaves it, and no mask is stored")

@@ -56,11 +56,10 @@ def _log_softmax_vjp(g, x, *, axis=-1):
     return (g - softmax(x, axis) * np.sum(g, axis=axis, keepdims=True),)
 
 
-defspec("softmax", lambda x, *, axis=-1: softmax(x, axis), _softmax_vjp, _softmax_shape("softmax"), 1)
-
-
+defspec("softmax", lambda x, *, axis=-1: softmax(x, axis), _softmax_vjp, _softmax_shape("softmax"), 1,
+        why="stability (the row max subtracted first) and one row kernel each way")
 defspec("log_softmax", lambda x, *, axis=-1: log_softmax(x, axis), _log_softmax_vjp,
-        _softmax_shape("log_softmax"), 1)
+        _softmax_shape("log_softmax"), 1, why="stability: x - max - log sum exp(x - max), never log(softmax(x))")
 
 
 # ---- hard_masked_softmax --------------------------------------------------------------------
@@ -99,4 +98,5 @@ def _masked_softmax_vjp(g, x, *, mask):
     return (y * (g - np.sum(g * y, axis=-1, keepdims=True)),)
 
 
-defspec("hard_masked_softmax", _masked_softmax, _masked_softmax_vjp, _masked_shape, 1)
+defspec("hard_masked_softmax", _masked_softmax, _masked_softmax_vjp, _masked_shape, 1,
+        why="exact masking: blocked weights exactly 0 and fully blocked rows 0 (a -inf fill would give NaN)")

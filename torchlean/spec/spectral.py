@@ -145,4 +145,6 @@ def _spectral_vjp(g, x, w_re, w_im):
     return dx, gW.real, gW.imag
 
 
-defspec("spectral_conv1d", _spectral, _spectral_vjp, _spectral_shape, 3)
+defspec("spectral_conv1d", _spectral, _spectral_vjp, _spectral_shape, 3,
+        why="the mix of the first modes in one pass (or one DFT GEMM), where rfft, a complex mix and irfft keep "
+            "the whole spectrum")
