@@ -147,6 +147,7 @@ def _module_level_containers(tree):
 # Tables that registration fills at import time (they are the registries, not caches of results).
 REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.registry": {"RULES"},
               "torchlean.testing.opinfo": {"OPINFOS"}, "torchlean.spec.compound": {"COMPOUNDS"},
+              "torchlean.testing.kernel_cases": {"GENERATORS"},
               "torchlean.autograd.dispatch": {"DISPATCH"}}   # DISPATCH: the one dispatch cache
 
 

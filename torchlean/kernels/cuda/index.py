@@ -129,7 +129,7 @@ def device_ints(a):
     dev = device_copy(a) if type(a) is np.ndarray else None
     if dev is not None:
         return dev if dev.dtype == np.int64 else dev.astype(np.int64)
-    return _cached_upload(np.ascontiguousarray(a, dtype=np.int64))
+    return _cached_upload(np.asarray(a, dtype=np.int64, order="C"))  # (ascontiguousarray makes 0-d 1-d)
 
 
 # Device copies of small host index arrays, keyed by content (kernels only read them). An

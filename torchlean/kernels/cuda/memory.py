@@ -49,7 +49,7 @@ def fill(x, value):
 
 def assign(dst, src):
     if isinstance(src, (np.ndarray, np.generic)):
-        dst.set(np.ascontiguousarray(src, dtype=dst.dtype))  # one host-to-device copy, no temporary
+        dst.set(np.asarray(src, dtype=dst.dtype, order="C"))  # one host-to-device copy; 0-d stays 0-d
     else:
         dst[...] = src
     if dst.dtype.kind in "iub":
