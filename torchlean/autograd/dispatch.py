@@ -26,7 +26,6 @@ from ..spec import SPEC
 from .rules import RULES
 from .rules.registry import Rule
 
-_ndarray = np.ndarray
 _HOST_TYPES = (np.ndarray, np.generic)
 
 
@@ -59,7 +58,7 @@ def _spec_rule(op) -> Rule:
 SPEC_RULES: dict = {name: _spec_rule(op) for name, op in SPEC.items()}
 
 #: The dispatch cache, the only one of the runtime: ``(op, value type, input shapes...)`` ->
-#: ``(rule, kernels, output shape)`` for ops called without attributes. It is correct because,
+#: ``(rule, kernels, output shape, on the CPU)`` for ops called without attributes. It is correct because,
 #: without attributes, the shape rule is a pure function of the input shapes (so its verdict
 #: and output shape are those of the first call), and the rule and kernels depend only on the
 #: op and the device, which the value type determines. The options that change the rule or the
@@ -100,8 +99,8 @@ def forward_op(name, vals, attrs, fast=None):
             key = (name, type(vals[0]), vals[0].shape)
         if key is not None:
             hit = DISPATCH.get(key)
-            if hit is not None and (key[1] is not _ndarray or (opts.fast_kernels and not opts.use_gpu)):
-                rule, K, out_shape = hit
+            if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)):
+                rule, K, out_shape, _ = hit
                 y, saved = rule.forward(K, *vals)
                 if type(y) is not key[1] and isinstance(y, np.generic):
                     y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
@@ -133,5 +132,5 @@ def forward_op(name, vals, attrs, fast=None):
     if tuple(y.shape) != out_shape:
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
     if key is not None and rules is RULES and (dev != "cpu" or K is HOST) and len(DISPATCH) < _DISPATCH_MAX:
-        DISPATCH[key] = (rule, K, out_shape)
+        DISPATCH[key] = (rule, K, out_shape, dev == "cpu")
     return y, rule, K, saved

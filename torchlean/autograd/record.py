@@ -62,28 +62,31 @@ def is_grad_enabled() -> bool:
     return _state.grad_enabled
 
 
-class no_grad(contextlib.ContextDecorator):
+class _GradMode(contextlib.ContextDecorator):
+    """Set grad mode to ``enabled`` inside (context manager and decorator); restore it after."""
+
+    enabled = True
+
+    def __enter__(self):
+        self._prev = _state.grad_enabled
+        _state.grad_enabled = self.enabled
+        return self
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self._prev
+        return False
+
+
+class no_grad(_GradMode):
     """Ops inside record nothing (context manager and decorator)."""
 
-    def __enter__(self):
-        self._prev = _state.grad_enabled
-        _state.grad_enabled = False
-        return self
-
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev
-        return False
+    enabled = False
 
 
-class enable_grad(contextlib.ContextDecorator):
-    def __enter__(self):
-        self._prev = _state.grad_enabled
-        _state.grad_enabled = True
-        return self
+class enable_grad(_GradMode):
+    """Ops inside record again, under an outer ``no_grad`` too."""
 
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev
-        return False
+    enabled = True
 
 
 @contextlib.contextmanager

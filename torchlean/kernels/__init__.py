@@ -1,7 +1,8 @@
 """Kernel surfaces by device: ``get_kernels("cpu" | "cuda")``.
 
-A surface has exactly the names of the contract (:data:`~torchlean.kernels.api.KERNELS`) and the
-attribute ``device``. Each comes from the module of its family: ``kernels/host/<family>.py`` on
+A surface has exactly the names of the contract (:data:`~torchlean.kernels.api.KERNELS`), and two
+attributes that are not kernels: ``device`` and ``unsupported`` (the contract names that device
+lacks). Each kernel comes from the module of its family: ``kernels/host/<family>.py`` on
 the CPU, ``kernels/cuda/<family>.py`` on a GPU (CuPy is imported only when ``"cuda"`` is first
 used). A kernel a device lacks raises :class:`~torchlean.errors.DeviceError` saying so.
 
