@@ -169,8 +169,7 @@ class Tensor(Variable):
         if dtype is not None:
             dtype = as_dtype(dtype)
             if dtype != self.dtype:
-                out = record("cast", (out,), {"dtype": dtype.name}) if self.dtype.kind == "f" and dtype.kind == "f" \
-                    else Tensor(self._value.astype(dtype))
+                out = record("cast", (out,), {"dtype": dtype.name})
         if device is not None and device != out.device:
             if device not in ("cpu", "cuda"):
                 raise DeviceError(f"to: unknown device {device!r}; expected 'cpu' or 'cuda'")
@@ -190,7 +189,7 @@ class Tensor(Variable):
         return self.to(dtype=float64)
 
     def long(self):
-        return Tensor(self._value.astype(np.int64))
+        return self.to(dtype=int64)
 
     def detach(self) -> "Tensor":
         return Tensor(self._value)
@@ -273,8 +272,7 @@ class Tensor(Variable):
         return (self * math.log(base)).exp()
 
     def _cmp(self, o, op):
-        ov = _as_value(o, self)
-        return Tensor(get_kernels(self.device).compare(self._value, ov, op))
+        return record("compare", (self, _as_tensor(o, self)), {"op": op})
 
     def __lt__(self, o):
         return self._cmp(o, "lt")
@@ -331,12 +329,10 @@ class Tensor(Variable):
         return record("reduce_min", (self,), {"axis": dim, "keepdim": keepdim})
 
     def argmax(self, dim=None, keepdim=False):
-        a = self.numpy()
-        return Tensor(np.asarray(np.argmax(a, axis=dim, keepdims=keepdim if dim is not None else False)))
+        return record("argmax", (self,), {"axis": dim, "keepdim": keepdim})
 
     def argmin(self, dim=None, keepdim=False):
-        a = self.numpy()
-        return Tensor(np.asarray(np.argmin(a, axis=dim, keepdims=keepdim if dim is not None else False)))
+        return record("argmin", (self,), {"axis": dim, "keepdim": keepdim})
 
     # -- shape -----------------------------------------------------------------------------------
     def reshape(self, *shape):
@@ -473,15 +469,12 @@ def _binary(name, a, b) -> Tensor:
 
 
 def _promote(a, b, op):
-    if a.dtype.kind == "f" and b.dtype.kind == "f":
+    """Both operands in one dtype: a float meets an integer in the float's dtype, else NumPy's promotion."""
+    if (a.dtype.kind == "f") != (b.dtype.kind == "f"):
+        wide = a.dtype if a.dtype.kind == "f" else b.dtype
+    else:
         wide = np.promote_types(a.dtype, b.dtype)
-        return (a if a.dtype == wide else a.to(dtype=wide)), (b if b.dtype == wide else b.to(dtype=wide))
-    if a.dtype.kind == "f":
-        return a, Tensor(b._value.astype(a.dtype))
-    if b.dtype.kind == "f":
-        return Tensor(a._value.astype(b.dtype)), b
-    wide = np.promote_types(a.dtype, b.dtype)
-    return Tensor(a._value.astype(wide)), Tensor(b._value.astype(wide))
+    return a.to(dtype=wide), b.to(dtype=wide)
 
 
 def _shape_args(shape):

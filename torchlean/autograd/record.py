@@ -177,7 +177,8 @@ def wrap(value) -> Variable:
 # ---- record ---------------------------------------------------------------------------------
 
 def record(op: str, inputs: tuple, attrs: dict) -> Variable:
-    """Run op ``op`` on the values of ``inputs`` and record it when an input requires grad.
+    """Run op ``op`` on the values of ``inputs`` and record it when an input requires grad and the
+    result is a float (comparisons, indices and integer casts carry no gradient, as in PyTorch).
 
     The eager hot path: one pass finds the tape to record on (merging tapes when the inputs'
     computations meet), a second gives each input its node id.
@@ -207,7 +208,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
                 (b is None or b._tape is None or b._tape is tape) and (a._tape is None or a._tape is tape):
             ra = a.requires_grad
             rb = b is not None and b.requires_grad
-            if not (ra or rb):
+            if not (ra or rb) or y.dtype.kind != "f":
                 return out
             nodes = tape.nodes
             ia = a._id if a._tape is not None else (tape.leaf_of.get(id(a)) if ra else None)
@@ -226,7 +227,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
             out.requires_grad = True
             return out
     needs = tuple([t.requires_grad for t in inputs])
-    if True not in needs:
+    if True not in needs or y.dtype.kind != "f":
         return out
     target = None
     for t in inputs:

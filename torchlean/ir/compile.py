@@ -64,17 +64,24 @@ class Lowering:
     """How one IR kind runs in a program: the tape op whose runtime rule it uses.
 
     ``op=None`` lowers the node to a pass-through of its only parent (no step, the
-    node's value *is* its parent's value and the gradient flows through unchanged).
+    node's value *is* its parent's value and the gradient flows through unchanged);
+    with ``passes`` given, only the nodes whose attributes it accepts pass through, and the
+    others run the rule of their kind.
     """
     kind: str
     op: str | None
     why: str = ""
+    passes: object = None
+
+    def passes_through(self, attrs) -> bool:
+        return self.op is None and (self.passes is None or self.passes(attrs))
 
 
 #: Kinds whose lowering is not the identity.
 _LOWER_OVERRIDES: dict[str, Lowering] = {
     "to_device": Lowering("to_device", None, "a program runs on one device: moves are pass-throughs"),
-    "cast": Lowering("cast", None, "a program computes in one float dtype: float casts are pass-throughs"),
+    "cast": Lowering("cast", None, "a program computes in one float dtype: float casts are pass-throughs, "
+                     "casts to integers and bools run", lambda attrs: np.dtype(attrs["dtype"]).kind == "f"),
 }
 
 
@@ -222,15 +229,16 @@ class Program:
                 low = LOWERING.get(kind)
                 if low is None:
                     raise IRError(f"compile: node {node.id} ({kind}): no lowering for this kind")
-                if low.op is None:
+                if low.passes_through(node.attrs):
                     if len(node.parents) != 1:
                         raise IRError(f"compile: node {node.id} ({kind}) lowers to a pass-through "
                                       f"but has {len(node.parents)} parents")
                     self.slot_of[node.id] = self.slot_of[node.parents[0]]
                     continue
-                rule = RULES.get(low.op)
+                op = low.op or kind
+                rule = RULES.get(op)
                 if rule is None:
-                    raise IRError(f"compile: node {node.id} ({kind}) lowers to op {low.op!r}, "
+                    raise IRError(f"compile: node {node.id} ({kind}) lowers to op {op!r}, "
                                   f"which has no runtime rule")
                 args = []
                 for name in PARAM_INPUTS.get(kind, (PARENTS,)):

@@ -36,6 +36,9 @@ CONTRACT: dict[str, dict[str, str]] = {
         "mean": "(x, axes, keepdim)",
         "amax": "(x, axis, keepdim) -> max over one axis",
         "max_bwd": "(x, y_keepdim, g_keepdim, axis) -> g routed to the first maximal entry along axis",
+        "argmax": ("(x, axis: int | None, keepdim) -> int64 index of the first maximal entry along axis (NaN counts "
+                   "as maximal); axis None: of the flattened x (keepdim keeps every axis as 1)"),
+        "argmin": "(x, axis: int | None, keepdim) -> int64 index of the first minimal entry, as argmax",
         "sum_to_shape": "(g, shape) -> adjoint of NumPy broadcasting of an array of `shape` to g.shape",
     },
     "shape": {

@@ -5,7 +5,7 @@ Conventions (DESIGN.md): relu'(0) = 0, abs'(0) = 0, sqrt'(x <= 0) = 0, clamp' is
 strictly inside (lo, hi), elementwise max/min split the gradient 1/2-1/2 on ties.
 softplus(x) = max(x, 0) + log1p(exp(-|x|)); safe_log(x) = log(softplus(x) + 1e-6).
 Binary ops broadcast like NumPy; their VJP sums the cotangent back over the
-broadcast axes (the adjoint of broadcast_to).
+broadcast axes (the adjoint of broadcast_to). ``compare(a, b; op)`` gives bools and no gradient.
 """
 
 from __future__ import annotations
@@ -206,6 +206,21 @@ def _gelu_vjp(g, x, *, approximate="none"):
 
 defspec("gelu", _gelu, _gelu_vjp, _gelu_shape, 1,
         why="one fused kernel each way, where x * (1 + erf(x / sqrt 2)) / 2 is five passes")
+
+
+# ---- comparisons: bool results, no gradient (a result that is not a float is never recorded) --
+
+COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+           "ne": np.not_equal}
+
+
+def _compare_shape(a, b, *, op):
+    if op not in COMPARE:
+        raise DomainError(f"compare: op must be one of {sorted(COMPARE)}, got {op!r}")
+    return broadcast_shapes(a, b, op="compare")
+
+
+defspec("compare", lambda a, b, *, op: COMPARE[op](a, b), lambda g, a, b, *, op: (None, None), _compare_shape, 2)
 
 
 # ---- where: cond is a boolean array attribute (not differentiable) ---------------------------

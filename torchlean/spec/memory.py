@@ -1,4 +1,5 @@
-"""Spec family: dtype casts and device moves (identity on values, up to rounding)."""
+"""Spec family: dtype casts and device moves (identity on values, up to rounding; a cast to an
+integer dtype truncates toward zero and, like a cast to bool, passes no gradient)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ from .registry import defspec
 
 
 def _cast_shape(x, *, dtype):
-    if np.dtype(dtype).kind != "f":
-        raise DTypeError(f"cast: differentiable casts are between float dtypes, got {dtype!r}")
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:
+        kind = None
+    if kind not in ("f", "i", "u", "b"):
+        raise DTypeError(f"cast: dtype must be a float, integer or bool dtype, got {dtype!r}")
     return tuple(x)
 
 
 def _cast(x, *, dtype):
+    # Float to integer truncates toward zero, as PyTorch's .long() does.
     return np.asarray(x).astype(np.dtype(dtype))
 
 
 def _cast_vjp(g, x, *, dtype):
+    # Only a float-to-float cast passes a gradient (an integer or bool result is not differentiable).
+    if np.dtype(dtype).kind != "f" or np.asarray(x).dtype.kind != "f":
+        return (None,)
     return (np.asarray(g).astype(x.dtype),)
 
 

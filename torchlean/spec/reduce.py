@@ -4,6 +4,8 @@
 * ``sum(x)`` adds every entry and returns a 0-d array.
 * ``reduce_sum / reduce_mean(x; axis, keepdim=False)``: ``axis`` is an int or a
   non-empty tuple of ints, negative allowed (Python style), no repeats.
+* ``argmax / argmin(x; axis=None, keepdim=False)``: int64 index of the first extremal entry
+  (a NaN counts as extremal) along one axis, or of the flattened input; no gradient.
 * ``reduce_max / reduce_min(x; axis, keepdim=False)``: values over one int axis;
   the cotangent goes to the *first* extremal entry along the axis (row-major
   order), as in the seeds' max-pool and ``max_bwd`` kernel. Reducing over an
@@ -141,5 +143,33 @@ def _extremum(op, fn, pick):
 
 _extremum("reduce_max", np.max, np.argmax)
 _extremum("reduce_min", np.min, np.argmin)
+
+
+# ---- argmax / argmin: int64 indices, no gradient ------------------------------------------------
+
+def arg_plan(op: str, shape, axis, keepdim) -> tuple:
+    """``(axis or None, output shape)`` of argmax / argmin: ``axis=None`` is over the flattened
+    input (a 0-d result, or every axis kept as 1 with ``keepdim``, as in PyTorch)."""
+    shape = tuple(shape)
+    if axis is None:
+        if 0 in shape:
+            raise ShapeError(f"{op}: cannot reduce an empty input of shape {shape}")
+        return None, ((1,) * len(shape) if keepdim else ())
+    a = extremum_axis(op, shape, axis)
+    return a, (shape if a is None else reduced_shape(shape, (a,), keepdim))
+
+
+def _arg(op, pick):
+    def forward(x, *, axis=None, keepdim=False):
+        a, out = arg_plan(op, x.shape, axis, keepdim)
+        # The first extremal entry wins (and a NaN is extremal), as in PyTorch.
+        i = pick(x.reshape(-1)) if a is None else (np.zeros(x.shape, np.int64) if not x.ndim else pick(x, axis=a))
+        return np.asarray(i, dtype=np.int64).reshape(out)
+
+    defspec(op, forward, lambda g, x, **_: (None,), lambda x, **a: arg_plan(op, x, a.get("axis"), a.get("keepdim", False))[1], 1)
+
+
+_arg("argmax", np.argmax)
+_arg("argmin", np.argmin)
 
 __all__ = ["reduce_axes", "extremum_axis", "keep_shape", "reduced_shape"]

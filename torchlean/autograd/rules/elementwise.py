@@ -52,6 +52,10 @@ _minmax("maximum", True)
 _minmax("minimum", False)
 
 
+# A comparison's result is bools: never recorded, so its backward is never asked for.
+defrule("compare", lambda K, a, b, *, op: (K.compare(a, b, op), None), lambda K, s, g, n: (None, None))
+
+
 def _where_fwd(K, a, b, *, cond):
     c = K.bool_mask(cond, np.shape(cond))
     return K.where(c, a, b), (c, a.shape, b.shape)

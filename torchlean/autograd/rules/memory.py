@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from .registry import defrule
 
-defrule("cast", lambda K, x, *, dtype: (K.astype(x, dtype), x.dtype), lambda K, src, g, n: (K.astype(g, src),))
+def _cast_fwd(K, x, *, dtype):
+    y = K.astype(x, dtype)
+    # Only a float-to-float cast passes a gradient back (in the source dtype).
+    return y, (x.dtype if x.dtype.kind == "f" and y.dtype.kind == "f" else None)
+
+
+defrule("cast", _cast_fwd, lambda K, src, g, n: (None if src is None else K.astype(g, src),))
 
 # The backward moves the cotangent (on the destination device) back to the source device.
 defrule("to_device", lambda K, x, *, device: (K.to_device(x, device), K.device),

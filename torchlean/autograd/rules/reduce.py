@@ -9,7 +9,7 @@ and both send the cotangent to the first extremal entry.
 from __future__ import annotations
 
 from ...shape import broadcast_plan
-from ...spec.reduce import extremum_axis, keep_shape, reduce_axes, reduced_shape
+from ...spec.reduce import arg_plan, extremum_axis, keep_shape, reduce_axes, reduced_shape
 from .registry import defrule
 
 
@@ -75,3 +75,16 @@ def _extremum(op, negate):
 
 _extremum("reduce_max", False)
 _extremum("reduce_min", True)
+
+
+# argmax / argmin give int64 indices: never recorded, so their backward is never asked for.
+def _arg_rule(op):
+    def fwd(K, x, *, axis=None, keepdim=False):
+        a, out = arg_plan(op, x.shape, axis, keepdim)
+        return getattr(K, op)(x, a, keepdim).reshape(out), None
+
+    defrule(op, fwd, lambda K, s, g, n: (None,))
+
+
+_arg_rule("argmax")
+_arg_rule("argmin")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import builtins
 import math
+from functools import partial
 
 import cupy
 import numpy as np
 
 from ...errors import ShapeError
 from ...shape import broadcast_axes
+from ..host import reduce as host_reduce
 from . import build
 from .base import _THREADS, _c, _contig, _dev, _fill_threads, _resident_blocks
 from .build import blocks, ftype, launch, launch_function
@@ -240,3 +242,9 @@ def sum_to_shape(g, shape):
     if g.shape == shape:
         return g
     return _reduce(g, broadcast_axes(shape, g.shape), False, 0, "sum_to_shape").reshape(shape)
+
+
+# ---- argmax / argmin: the host's code on CuPy ----------------------------------------------
+
+argmax = partial(host_reduce.argmax, xp=cupy)
+argmin = partial(host_reduce.argmin, xp=cupy)

@@ -58,3 +58,21 @@ def sum_to_shape(g, shape):
     if g.shape == shape:
         return g
     return g.sum(axis=broadcast_axes(shape, g.shape)).reshape(shape)
+
+
+# ---- argmax / argmin, over the array namespace (the CUDA module binds CuPy) -------------------
+
+
+def _arg(pick, x, axis, keepdim, xp):
+    if axis is None:
+        i = pick(x.reshape(-1))
+        return xp.asarray(i, dtype=xp.int64).reshape((1,) * x.ndim if keepdim else ())
+    return xp.asarray(pick(x, axis=axis, keepdims=keepdim), dtype=xp.int64)
+
+
+def argmax(x, axis, keepdim, *, xp=np):
+    return _arg(xp.argmax, x, axis, keepdim, xp)
+
+
+def argmin(x, axis, keepdim, *, xp=np):
+    return _arg(xp.argmin, x, axis, keepdim, xp)

@@ -51,6 +51,22 @@ defop(OpInfo("minimum", _minmax_samples, _binary_bad("minimum"),
              torch_ref=lambda torch, a, b: torch.minimum(a, b)))
 
 
+def _ints(rng, *shape):
+    """Small integers as floats: exact in float32, with many ties."""
+    return rng.integers(-3, 4, size=shape).astype(np.float64)
+
+
+def _compare_samples(rng):
+    return [Sample((_ints(rng, *sa), _ints(rng, *sb)), {"op": op}, f"{sa} {op} {sb}")
+            for sa, sb in _BCAST for op in ("lt", "le", "gt", "ge", "eq", "ne")]
+
+
+defop(OpInfo("compare", _compare_samples,
+             lambda rng: [BadInput((np.ones(3), np.ones(3)), {"op": "lte"}, DomainError, "lte"),
+                          BadInput((np.ones((2, 3)), np.ones(4)), {"op": "lt"}, ShapeError, "(2, 3)")],
+             diff=(), fd=False, torch_ref=lambda torch, a, b, *, op: getattr(torch, op)(a, b)))
+
+
 def _where_samples(rng):
     return [Sample((rand(rng, 3, 4), rand(rng, 3, 4)), {"cond": rng.uniform(size=(3, 4)) > 0.5}),
             Sample((rand(rng, 3, 1), rand(rng, 4)), {"cond": rng.uniform(size=(3, 4)) > 0.5}, "broadcast")]

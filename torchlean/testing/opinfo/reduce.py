@@ -71,3 +71,25 @@ defop(OpInfo("reduce_max", _ext_samples, _ext_bad(),
              torch_ref=lambda torch, x, *, axis, keepdim=False: torch.max(x, dim=axis, keepdim=keepdim).values))
 defop(OpInfo("reduce_min", _ext_samples, _ext_bad(),
              torch_ref=lambda torch, x, *, axis, keepdim=False: torch.min(x, dim=axis, keepdim=keepdim).values))
+
+
+def _arg_samples(rng):
+    # Small integers as floats: ties everywhere, exact in float32 (the first extremal entry wins).
+    out = []
+    for shape, attrs in [((7,), {}), ((3, 4), {"axis": 1}), ((3, 4), {"axis": 0, "keepdim": True}),
+                         ((2, 3, 5), {"axis": -1}), ((2, 3, 5), {}), ((3, 4), {"keepdim": True}), ((), {}),
+                         ((), {"axis": 0})]:
+        out.append(Sample((rng.integers(-2, 3, size=shape).astype(np.float64),), attrs, f"{shape} {attrs}"))
+    return out
+
+
+def _arg_bad(op):
+    return lambda rng: [BadInput((np.ones((2, 3)),), {"axis": 2}, ShapeError, "axis 2"),
+                        BadInput((np.ones((2, 0)),), {"axis": 1}, ShapeError, "size 0"),
+                        BadInput((np.ones((0, 3)),), {}, ShapeError, "empty")]
+
+
+for _op in ("argmax", "argmin"):
+    defop(OpInfo(_op, _arg_samples, _arg_bad(_op), diff=(), fd=False,
+                 torch_ref=(lambda f: lambda torch, x, *, axis=None, keepdim=False: getattr(torch, f)(
+                     x, dim=axis, keepdim=keepdim))(_op)))
