@@ -82,7 +82,8 @@ def _kernels(dev, opts):
 def forward_op(name, vals, attrs, fast=None):
     """Shape-check and run op ``name`` on values: ``(y, rule, K, saved)``.
 
-    The backward is ``rule.backward(K, saved, g, needs)``. ``fast`` (True or False) overrides the
+    The backward is ``rule.backward(K, saved, g, needs)``; ``rule`` is None for a result that is
+    not a float (nothing to differentiate). ``fast`` (True or False) overrides the
     ``fast_kernels`` option for this call. This is the eager hot path: keep it lean.
     """
     opts = _OPTS[0]
@@ -131,6 +132,11 @@ def forward_op(name, vals, attrs, fast=None):
         y = np.asarray(y)
     if tuple(y.shape) != out_shape:
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
+    if y.dtype.kind != "f":
+        # A result that is not a float carries no gradient: no rule to record. (An op without
+        # attributes gives a float for float inputs, the only ones that require grad, so the
+        # cached path above needs no such check.)
+        return y, None, K, saved
     if key is not None and rules is RULES and (dev != "cpu" or K is HOST) and len(DISPATCH) < _DISPATCH_MAX:
         DISPATCH[key] = (rule, K, out_shape, dev == "cpu")
     return y, rule, K, saved

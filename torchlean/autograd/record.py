@@ -208,7 +208,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
                 (b is None or b._tape is None or b._tape is tape) and (a._tape is None or a._tape is tape):
             ra = a.requires_grad
             rb = b is not None and b.requires_grad
-            if not (ra or rb) or y.dtype.kind != "f":
+            if not (ra or rb) or rule is None:
                 return out
             nodes = tape.nodes
             ia = a._id if a._tape is not None else (tape.leaf_of.get(id(a)) if ra else None)
@@ -227,7 +227,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
             out.requires_grad = True
             return out
     needs = tuple([t.requires_grad for t in inputs])
-    if True not in needs or y.dtype.kind != "f":
+    if True not in needs or rule is None:
         return out
     target = None
     for t in inputs:

@@ -41,7 +41,7 @@ def run_op(name, vals, attrs, fast=None, needs=None):
     y, rule, K, saved = forward_op(name, vals, attrs, fast)
 
     def backward(g, needs=needs, _r=rule, _K=K, _s=saved):
-        return _r.backward(_K, _s, g, needs)
+        return (None,) * len(vals) if _r is None else _r.backward(_K, _s, g, needs)
     return y, backward
 
 
@@ -101,7 +101,7 @@ class Tape:
         y, rule, K, saved = forward_op(name, vals, attrs, self.fast_kernels)
         parents = tuple(ids)
         needs = tuple(self.nodes[p].requires_grad for p in parents)
-        if True not in needs:
+        if True not in needs or rule is None:  # (rule None: a result that is not a float)
             return self._push(Node(name, y, False, parents))
         return self._push(Node(name, y, True, parents, None, None, rule, K, saved, needs))
 
