@@ -184,12 +184,7 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
     computations meet), a second gives each input its node id.
     """
     y, rule, K, saved = forward_op(op, [t._value for t in inputs], attrs)
-    out = Variable.__new__(_RESULT[0])
-    out._value = y
-    out._tape = None
-    out._id = -1
-    out._grad = None
-    out.requires_grad = False
+    out = wrap(y)
     st = _state
     if st.tracer is not None:
         st.tracer(op, inputs, attrs, out)
