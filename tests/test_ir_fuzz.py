@@ -221,3 +221,11 @@ def test_onnx_byte_flips(data):
 def test_onnx_not_a_model():
     for blob in [b"", b"\x00" * 10, os.urandom(64), b"hello"]:
         _try_onnx(blob)
+
+
+def test_random_graph_of_kinds_without_float_results_raises():
+    # compare only gives booleans: the generator must say so instead of drawing forever.
+    with pytest.raises(TorchLeanError, match="not a float"):
+        random_graph(np.random.default_rng(0), 3, kinds=["compare"])
+    rg = random_graph(np.random.default_rng(0), 4, kinds=["compare", "exp"])
+    assert [n.kind for n in rg.graph.nodes if n.kind not in ("input", "const")] == ["exp"] * 4

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import TorchLeanError
 from ..spec import SPEC
 from ..testing.opinfo import OPINFOS
 from .graph import PARENTS, Graph, KINDS, Node, Payload, kind_info, spec_args
@@ -66,8 +67,11 @@ def random_graph(rng: np.random.Generator, n_ops: int, kinds=None, reuse: float 
         values.append(a)
         return i
 
-    added = 0
+    added = skipped = 0
     while added < n_ops:
+        if skipped > 100 * len(kinds):
+            raise TorchLeanError(f"random_graph: kinds {sorted(set(kinds))} gave {skipped} draws in a row "
+                                 f"whose result is not a float; give a kind with float results")
         kind = kinds[int(rng.integers(len(kinds)))]
         samples = OPINFOS[kind].samples(np.random.default_rng(int(rng.integers(2 ** 32))))
         s = samples[int(rng.integers(len(samples)))]
@@ -75,8 +79,10 @@ def random_graph(rng: np.random.Generator, n_ops: int, kinds=None, reuse: float 
         # so no float32 program can stay within a contract of its float64 meaning next to a tie.
         with np.errstate(all="ignore"):
             if np.asarray(SPEC[kind].forward(*s.inputs, **s.attrs)).dtype.kind != "f":
+                skipped += 1
                 continue
         added += 1
+        skipped = 0
         layout = kind_info(kind).layout
         xs = list(s.inputs)
         n_par = len(xs) - (len(layout) - 1)
