@@ -168,3 +168,21 @@ def test_use_gpu_on_cuda_against_numpy_float64(rng, precision, tol):
         vjp = SPEC[name].vjp(np.ones(np.shape(y_ref)), *xs)
         for got, want in zip(grads, vjp):
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+
+
+def test_a_failed_cuda_load_is_remembered(monkeypatch):
+    # use_gpu asks for the GPU on every CPU op: without one, CuPy must not be imported again each time.
+    from torchlean.errors import BackendUnavailableError
+    from torchlean.kernels import cuda as kcuda
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise BackendUnavailableError("device 'cuda': no GPU (test)")
+
+    monkeypatch.setattr(kcuda, "_import_cupy", failing)
+    monkeypatch.setattr(kcuda, "UNAVAILABLE", [])
+    for _ in range(3):
+        with pytest.raises(BackendUnavailableError, match="no GPU \\(test\\)"):
+            kcuda.load()
+    assert calls == [1]

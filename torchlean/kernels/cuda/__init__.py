@@ -57,13 +57,24 @@ def tf32_enabled() -> bool:
 SURFACE: dict = {}
 
 
+#: The message of the BackendUnavailableError of the first failed :func:`load`: CuPy is not
+#: imported again on every call (the ``use_gpu`` hint asks on every CPU op).
+UNAVAILABLE: list = []
+
+
 def load() -> None:
     """Import CuPy (BackendUnavailableError when absent or without a GPU), forbid TF32, install the
     allocator. The family modules are imported by the surface builder afterwards."""
-    _import_cupy()
+    if UNAVAILABLE:
+        raise BackendUnavailableError(UNAVAILABLE[0])
+    try:
+        _import_cupy()
+    except BackendUnavailableError as e:
+        UNAVAILABLE.append(str(e))
+        raise
     set_tf32(False)
     from . import alloc  # imports CuPy
     alloc.install()
 
 
-__all__ = ["load", "SURFACE", "set_tf32", "tf32_enabled", "INSTALL"]
+__all__ = ["load", "SURFACE", "UNAVAILABLE", "set_tf32", "tf32_enabled", "INSTALL"]
