@@ -7,7 +7,8 @@
 * The device is that of the input values (NumPy: ``"cpu"``, CuPy: ``"cuda"``); inputs on two
   devices raise :class:`~torchlean.errors.DeviceError` naming the op.
 * The shape rule (``SPEC[op].shape``) runs before any kernel, so a bad input is a
-  :class:`~torchlean.errors.TorchLeanError` raised on the host that names the op.
+  :class:`~torchlean.errors.TorchLeanError` raised on the host that names the op. A rule that
+  ``checks_shapes`` (a compound's) runs its parts' shape rules, each before that part's kernels.
 * On the CPU in reference mode (``fast_kernels=False``) the rule is the op's spec
   (:data:`SPEC_RULES`): forward and VJP are the spec functions themselves. With the ``use_gpu``
   hint, CPU ops run on :func:`~torchlean.kernels.routed_host`.
@@ -117,20 +118,24 @@ def forward_op(name, vals, attrs, fast=None):
     for v in vals:
         if device_of(v) != dev:
             raise DeviceError(f"{name}: inputs on different devices ({dev} and {device_of(v)})")
-    try:
-        out_shape = tuple(spec.shape(*[v.shape for v in vals], **attrs))
-    except TypeError as e:
-        if isinstance(e, TorchLeanError):
-            raise
-        raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
     K, rules = _kernels(dev, opts)
     rule = rules.get(name)
     if rule is None:
         raise TorchLeanError(f"{name}: no runtime rule registered")
+    out_shape = None
+    if not rule.checks_shapes:
+        try:
+            out_shape = tuple(spec.shape(*[v.shape for v in vals], **attrs))
+        except TypeError as e:
+            if isinstance(e, TorchLeanError):
+                raise
+            raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
     y, saved = rule.forward(K, *vals, **attrs)
     if isinstance(y, np.generic):
         y = np.asarray(y)
-    if tuple(y.shape) != out_shape:
+    if out_shape is None:
+        out_shape = tuple(y.shape)
+    elif tuple(y.shape) != out_shape:
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
     if y.dtype.kind != "f":
         # A result that is not a float carries no gradient: no rule to record. (An op without

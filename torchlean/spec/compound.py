@@ -23,6 +23,7 @@ reason (a fused kernel for speed, numerical stability), stated in that primitive
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -66,7 +67,11 @@ class _Handle:
 
 
 class _Parts:
-    """What a formula calls ``P``: each ``P.<op>(...)`` applies one part through ``apply``."""
+    """What a formula calls ``P``: each ``P.<op>(...)`` applies one part through ``apply``. The
+    methods, one per op of the spec table, are added by :func:`defcompound` (an attribute found
+    on the class costs a tenth of a ``__getattr__`` call, and a formula runs on every eager call)."""
+
+    __slots__ = ("values", "steps", "_apply", "_shape_of")
 
     def __init__(self, values, apply, shape_of):
         self.values = values            # slot -> value (arrays, or shapes for the shape rule)
@@ -78,15 +83,19 @@ class _Parts:
         return self._shape_of(self.values[h.i])
 
     def __getattr__(self, op):
-        if op not in SPEC:
-            raise AttributeError(f"a compound's formula can call only ops of the spec table, not {op!r}")
+        raise AttributeError(f"a compound's formula can call only ops of the spec table, not {op!r}")
 
-        def part(*hs, **attrs):
-            y = self._apply(op, [self.values[h.i] for h in hs], attrs)
-            self.values.append(y)
-            self.steps.append((op, tuple(h.i for h in hs), attrs, len(self.values) - 1))
-            return _Handle(len(self.values) - 1)
-        return part
+
+def _part(op):
+    def part(self, *hs, **attrs):
+        values = self.values
+        slots = tuple([h.i for h in hs])
+        values.append(self._apply(op, [values[i] for i in slots], attrs))
+        out = len(values) - 1
+        self.steps.append((op, slots, attrs, out))
+        return _Handle(out)
+    part.__name__ = part.__qualname__ = op
+    return part
 
 
 def run_formula(compound: Compound, inputs, attrs, apply, shape_of=np.shape):
@@ -136,6 +145,9 @@ def defcompound(name, formula, arity, family, **tests) -> Compound:
     if name in COMPOUNDS:
         raise RuntimeError(f"compound {name!r} registered twice")
     COMPOUNDS[name] = c
+    for op in SPEC:  # the parts a formula can call: every op defined so far
+        if op not in _Parts.__dict__:
+            setattr(_Parts, op, _part(op))
     forward, vjp, shape = _spec_op(c)
     defspec(name, forward, vjp, shape, arity, family=family, compound=True)
     return c
@@ -144,7 +156,7 @@ def defcompound(name, formula, arity, family, **tests) -> Compound:
 # ---- the table --------------------------------------------------------------------------------
 
 def _slope(v):
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
         raise DomainError(f"negative_slope must be a finite number, got {v!r}")
     return float(v)
 

@@ -2,12 +2,14 @@
 
 A compound's forward runs its parts' runtime rules over the kernels and keeps them as tape nodes;
 its backward is the tape's own reverse loop (:func:`torchlean.autograd.node.sweep`) over those
-nodes. The parts need no shape rule of their own here: the compound's shape rule, which composes
-theirs, ran before the forward.
+nodes. Each part's shape rule runs before its kernels (the rule ``checks_shapes``): the compound's
+own shape rule, which composes the same rules, is not run again by dispatch.
 """
 
 from __future__ import annotations
 
+from ...errors import ShapeError
+from ...spec import SPEC
 from ...spec.compound import COMPOUNDS, run_formula
 from ..node import Node, sweep
 from .registry import RULES, defrule
@@ -18,7 +20,10 @@ def _compound_rule(c):
         saved = []
 
         def apply(op, vals, a):
+            shape = tuple(SPEC[op].shape(*[v.shape for v in vals], **a))
             y, s = RULES[op].forward(K, *vals, **a)
+            if y.shape != shape:
+                raise ShapeError(f"{op}: kernel produced shape {tuple(y.shape)}, shape rule says {shape}")
             saved.append(s)
             return y
 
@@ -38,4 +43,4 @@ def _compound_rule(c):
 
 
 for _name, _c in COMPOUNDS.items():
-    defrule(_name, *_compound_rule(_c), family=_c.family)
+    defrule(_name, *_compound_rule(_c), family=_c.family, checks_shapes=True)

@@ -21,18 +21,24 @@ RULES: dict[str, "Rule"] = {}
 
 @dataclass(frozen=True)
 class Rule:
+    """``checks_shapes``: the forward runs the shape rule of each op it is made of before that
+    op's kernels (a compound), so dispatch does not run the op's own shape rule, which would
+    compose the same rules once more."""
     name: str
     forward: Callable
     backward: Callable
     family: str = ""
+    checks_shapes: bool = False
 
 
-def defrule(name: str, forward: Callable, backward: Callable, family: str | None = None) -> Rule:
+def defrule(name: str, forward: Callable, backward: Callable, family: str | None = None,
+            checks_shapes: bool = False) -> Rule:
     """Register the runtime rule of ``name``; twice is a bug. ``family`` defaults to that of the
     calling module (``torchlean.autograd.rules.<family>``)."""
     if name in RULES:
         raise RuntimeError(f"runtime rule {name!r} registered twice")
-    r = Rule(name, forward, backward, family or family_of_module(sys._getframe(1).f_globals["__name__"]))
+    r = Rule(name, forward, backward, family or family_of_module(sys._getframe(1).f_globals["__name__"]),
+             checks_shapes)
     RULES[name] = r
     return r
 
