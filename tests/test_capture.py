@@ -286,3 +286,25 @@ def test_kernels_launched_from_another_thread(K_cuda, rng):
 def K_cuda():
     from torchlean.kernels import get_kernels
     return get_kernels("cuda")
+
+
+@cuda
+def test_a_second_capture_keeps_the_first_graphs_pins(K_cuda, monkeypatch):
+    # Compiled programs capture their forward and backward with one GraphCapture: the arrays the
+    # first graph may read stay pinned when the caches are emptied before the second capture.
+    import cupy
+    from torchlean.kernels.cuda import shape as cshape
+    K = K_cuda
+    first, second = cupy.arange(3), cupy.arange(4)
+    monkeypatch.setattr(cshape, "_META", {"first plan": first})
+    cap = K.graph_capture()
+    x = K.zeros((8,), np.float32)
+    with cap.scope():
+        K.exp(x)
+        g1 = cap.capture(lambda: K.exp(x))
+        cshape._META.clear()
+        cshape._META["second plan"] = second
+        g2 = cap.capture(lambda: K.exp(x))
+    g1.launch()
+    g2.launch()
+    assert any(p is first for p in cap.pins) and any(p is second for p in cap.pins)

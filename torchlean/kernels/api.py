@@ -83,7 +83,8 @@ CONTRACT: dict[str, dict[str, str]] = {
         "empty": "(shape, dtype) -> uninitialised array (callers write every element)",
         "copy": "(x) -> a contiguous copy",
         "fill": "(x, value) -> None: every element of x set to value, in place",
-        "assign": "(dst, src) -> None: dst[...] = src in place; src of any device, cast to dst's dtype",
+        "assign": "(dst, src) -> None: dst[...] = src in place; src an array of any device, a scalar or a "
+                  "list, broadcast to dst's shape and cast to its dtype",
         "from_host": "(a: np.ndarray, dtype) -> device array; float64 -> float32 rounds to nearest even",
         "to_host": "(x) -> np.ndarray copy on the host",
         "to_device": "(x: an array of any device, device) -> x's values on `device` (x itself if already there)",

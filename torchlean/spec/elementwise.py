@@ -242,4 +242,4 @@ def _where_vjp(g, a, b, *, cond):
 
 defspec("where", _where, _where_vjp, _where_shape, 2)
 
-__all__ = ["sum_to_shape", "sigmoid", "softplus", "erf", "SAFE_LOG_EPS", "ShapeError"]
+__all__ = ["sum_to_shape", "sigmoid", "softplus", "erf", "COMPARE", "SAFE_LOG_EPS", "ShapeError"]

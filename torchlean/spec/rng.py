@@ -31,10 +31,17 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
+def stream_key(seed, counter) -> np.uint64:
+    """The key of the stream ``(seed, counter)``: what every element's bits are mixed with (the
+    CUDA kernels take it as an argument)."""
+    with np.errstate(over="ignore"):
+        return _mix(np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF) * _GOLD + np.uint64(int(counter) & 0xFFFFFFFFFFFFFFFF))
+
+
 def random_bits(n, seed, counter, offset=0):
     """64 random bits per element index ``offset .. offset + n - 1``."""
+    key = stream_key(seed, counter)
     with np.errstate(over="ignore"):
-        key = _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _GOLD + np.uint64(counter & 0xFFFFFFFFFFFFFFFF))
         i = np.arange(offset, offset + n, dtype=np.uint64)
         return _mix(key ^ (i * _GOLD + _GOLD))
 

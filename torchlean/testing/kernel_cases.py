@@ -1111,6 +1111,13 @@ def _assign(k: Kernel):
                 out.append(k.case({"dst": np.zeros(shape, k.dtype), "src": k.rand(shape, dtype=src_dt)},
                                   f"{shape} src {src_dt} on the {'host' if on_host else 'device'}",
                                   inplace=("dst",), outputs=(), host=("src",) if on_host else ()))
+            # src broadcast to dst's shape, from either device
+            out.append(k.case({"dst": np.zeros((31, 33), k.dtype), "src": k.rand((33,), dtype=src_dt)},
+                              f"(33,) broadcast to (31, 33), src {src_dt} on the {'host' if on_host else 'device'}",
+                              inplace=("dst",), outputs=(), host=("src",) if on_host else ()))
+    for src, d in ((2.5, "a Python float"), ([1.0, -2.0, 3.0], "a list"), (np.float64(-0.75), "a NumPy scalar")):
+        out.append(k.case({"dst": np.zeros((4, 3), k.dtype), "src": src}, f"(4, 3) from {d}",
+                          inplace=("dst",), outputs=(), host=("src",)))
     return out
 
 

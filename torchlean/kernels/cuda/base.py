@@ -8,12 +8,6 @@ import cupy
 import numpy as np
 
 
-xp = cupy
-
-
-SAFE_LOG_EPS = 1e-6
-
-
 _THREADS = 256
 
 
@@ -93,6 +87,3 @@ def _resident_blocks(f, threads: int) -> int:
     return r
 
 
-def _c(x, c):
-    """A Python scalar as x's dtype, so float32 never promotes to float64."""
-    return x.dtype.type(c)

@@ -8,8 +8,9 @@ import math
 import cupy
 import numpy as np
 
+from ..host.base import _c
 from . import build
-from .base import _EW_PER_BLOCK, _ND, _THREADS, _aligned, _c, _dev
+from .base import _EW_PER_BLOCK, _ND, _THREADS, _aligned, _dev
 from .build import blocks, ftype, launch
 
 
@@ -168,14 +169,6 @@ def _unary(x, op, name, p0=0.0, p1=0.0):
             p0, p1 = _params(dt, p0, p1)
         L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, x.data.ptr, y.data.ptr, n, p0, p1)
     return y
-
-
-# Operation codes of src/elementwise.cu.
-_U_RELU, _U_SIGMOID, _U_SOFTPLUS, _U_SILU, UNARY["gelu_erf"], UNARY["gelu_tanh"], _U_SAFE_LOG, UNARY["clamp"], UNARY["pow"] = range(9)
-
-
-(_B_RELU, _B_ABS, _B_SQRT, _B_SIGMOID, _B_TANH, _B_SOFTPLUS, _B_SILU, BWD["gelu_erf"], BWD["gelu_tanh"],
- _B_SAFE_LOG, BWD["clamp"], BWD["pow"]) = range(12)
 
 
 def pow_scalar(x, p):

@@ -74,7 +74,7 @@ class GraphCapture:
             raise
         graph = s.end_capture()
         s.synchronize()
-        self.pins = cached_device_arrays()
+        self.pins += cached_device_arrays()  # every graph captured here keeps what it may read
         return graph
 
 

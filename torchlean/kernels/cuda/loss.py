@@ -8,8 +8,9 @@ import cupy
 import numpy as np
 
 from ..host import loss as host_loss
+from ..host.base import _c
 from . import build
-from .base import _THREADS, _c, _contig, _dev
+from .base import _THREADS, _contig, _dev
 from .build import blocks, ftype, launch
 
 build.declare("loss", [f"{k}<{t}>" for k in ("nll_fwd_kernel", "nll_scale_kernel", "nll_bwd_kernel")

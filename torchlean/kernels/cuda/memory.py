@@ -48,10 +48,12 @@ def fill(x, value):
 
 
 def assign(dst, src):
-    if isinstance(src, (np.ndarray, np.generic)):
-        dst.set(np.asarray(src, dtype=dst.dtype, order="C"))  # one host-to-device copy; 0-d stays 0-d
-    else:
+    if isinstance(src, cupy.ndarray):
         dst[...] = src
+    else:  # a host array, scalar or list: one host-to-device copy of its broadcast (0-d stays 0-d)
+        h = np.asarray(src, dtype=dst.dtype)
+        dst.set(np.ascontiguousarray(np.broadcast_to(h, dst.shape)) if h.shape != dst.shape else
+                np.asarray(h, order="C"))
     if dst.dtype.kind in "iub":
         note_int_write()
 

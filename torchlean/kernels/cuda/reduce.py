@@ -13,8 +13,9 @@ import numpy as np
 from ...errors import ShapeError
 from ...shape import broadcast_axes
 from ..host import reduce as host_reduce
+from ..host.base import _c
 from . import build
-from .base import _THREADS, _c, _contig, _dev, _fill_threads, _resident_blocks
+from .base import _THREADS, _contig, _dev, _fill_threads, _resident_blocks
 from .build import blocks, ftype, launch, launch_function
 
 build.declare("reduce",

@@ -7,8 +7,9 @@ import math
 import cupy
 import numpy as np
 
-from .base import _EW_PER_BLOCK, _THREADS
+from ...spec.rng import stream_key as _key
 from . import build
+from .base import _EW_PER_BLOCK, _THREADS
 from .build import blocks, launch
 
 build.declare("rng", ["uniform_f32", "uniform_f64"] + [f"{k}<{t}>" for k in ("randn_kernel", "bernoulli_kernel")
@@ -16,21 +17,6 @@ build.declare("rng", ["uniform_f32", "uniform_f64"] + [f"{k}<{t}>" for k in ("ra
 
 
 # ---- counter-based random numbers (bit-identical to the host's splitmix64 stream) -----------
-
-_M64 = 0xFFFFFFFFFFFFFFFF
-
-
-_GOLD = 0x9E3779B97F4A7C15
-
-
-def _mix(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
-
-
-def _key(seed, counter) -> np.uint64:
-    return np.uint64(_mix(((int(seed) & _M64) * _GOLD + (int(counter) & _M64)) & _M64))
 
 
 def _shape(shape):

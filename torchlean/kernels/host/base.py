@@ -2,14 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-
-xp = np
-
-
-SAFE_LOG_EPS = 1e-6
-
 
 def _c(x, c):
     """A Python scalar as x's dtype so NumPy never promotes float32 to float64."""

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from .base import SAFE_LOG_EPS, _c
+from ...spec.elementwise import COMPARE, SAFE_LOG_EPS, erf as _erf_math
+from .base import _c
 
 
 # ---- elementwise ----------------------------------------------------------------------------
@@ -73,7 +74,6 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 # float64: SciPy's erf when installed (an optional dependency: looked up here, imported on first
 # use, since importing it costs ~0.4 s), else Python's math.erf elementwise.
 _HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
-_erf_ufunc = np.frompyfunc(math.erf, 1, 1)
 
 # Chebyshev-fitted erfc (Numerical Recipes' erfcc): relative error < 1.2e-7 everywhere, tails
 # included, so Phi(x) = erfc(-x / sqrt 2) / 2 keeps float32's relative accuracy even where
@@ -107,7 +107,7 @@ def _erf64(x):
     if _HAVE_SCIPY:
         from scipy.special import erf as scipy_erf
         return scipy_erf(x)
-    return np.asarray(_erf_ufunc(x), dtype=np.float64)
+    return _erf_math(x)  # the spec's: Python's math.erf elementwise
 
 
 def erf(x):
@@ -145,12 +145,8 @@ def clamp(x, lo, hi):
     return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi).astype(x.dtype, copy=False)
 
 
-_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-        "eq": np.equal, "ne": np.not_equal}
-
-
 def compare(a, b, op):
-    return _CMP[op](a, b)
+    return COMPARE[op](a, b)
 
 
 # ---- fused backward of elementwise ops ------------------------------------------------------

@@ -50,7 +50,7 @@ def fill(x, value):
 
 
 def assign(dst, src):
-    dst[...] = src if isinstance(src, (np.ndarray, np.generic)) else src.get()
+    dst[...] = src.get() if hasattr(src, "__cuda_array_interface__") else src
 
 
 def bool_mask(mask, shape):
