@@ -8,7 +8,8 @@ their structure and scalars as JSON in the safetensors metadata. Files are writt
 atomically (a temporary file in the same folder, then ``os.replace``), so an
 interrupted save never leaves a truncated checkpoint.
 
-Requires the optional dependency ``safetensors`` (``pip install safetensors``).
+Uses ``safetensors`` (a dependency of torchlean; where it cannot be imported, ``tl.save`` and
+``tl.load`` raise :class:`~torchlean.errors.BackendUnavailableError` with the install command).
 
     >>> import os, tempfile
     >>> import torchlean as tl

@@ -46,7 +46,7 @@ def _safetensors():
     except ImportError:
         raise BackendUnavailableError(
             "IR payloads are stored with safetensors, which is not installed: "
-            "pip install safetensors  (or pip install 'torchlean[io]')") from None
+            "pip install safetensors") from None
     return stn
 
 
