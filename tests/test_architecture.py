@@ -23,12 +23,13 @@ PKG = Path(torchlean.__file__).parent
 
 # The layers, bottom up (DESIGN.md): a module may import its own layer and those below.
 LAYERS = [
-    {"errors", "shape", "options", "fileio"},
+    {"errors", "shape", "options", "fileio", "dtypes"},
     {"spec"},
     {"kernels"},
     {"autograd"},
     {"testing"},
     {"tensor", "serialization", "capture", "cuda"},
+    {"ops", "linalg", "autograd_api"},
     {"nn", "optim"},
     {"ir"},
     {"models", "data", "train"},
@@ -148,7 +149,8 @@ def _module_level_containers(tree):
 REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.registry": {"RULES"},
               "torchlean.testing.opinfo": {"OPINFOS"}, "torchlean.spec.compound": {"COMPOUNDS"},
               "torchlean.testing.kernel_cases": {"GENERATORS"},
-              "torchlean.autograd.dispatch": {"DISPATCH"}}   # DISPATCH: the one dispatch cache
+              "torchlean.autograd.dispatch": {"DISPATCH"},   # DISPATCH: the one dispatch cache
+              "torchlean.ops.table": {"FUNCTIONS", "METHODS"}, "torchlean.dtypes": {"NAMES", "_BY_NP", "_NP_ALIASES", "_CATEGORY"}}
 
 
 def test_no_module_level_cache_outside_the_cuda_backend():

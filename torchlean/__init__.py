@@ -12,6 +12,13 @@ from . import errors
 from .errors import TorchLeanError
 from .options import get_options, options, set_options
 from .tensor import *  # noqa: F401,F403 - Tensor, dtypes, creation and math functions, grad mode
+from .dtypes import (bfloat16, can_cast, finfo, float16, get_default_dtype, iinfo, int8, int16,  # noqa: F401
+                     promote_types, result_type, set_default_dtype, uint8)
+from .dtypes import DType as dtype  # noqa: F401 - torch.dtype
+from .dtypes import NAMES as _DTYPE_NAMES
+from .ops import *  # noqa: F401,F403 - PyTorch's functions, by family (torchlean.ops.table)
+
+globals().update({n: d for n, d in _DTYPE_NAMES.items() if n != "bool_"})  # tl.long, tl.float, tl.half, tl.bool, ...
 
 __version__ = "0.1.0"
 

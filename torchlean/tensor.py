@@ -30,23 +30,8 @@ __all__ = ["Tensor", "abs", "arange", "as_dtype", "bmm", "bool_", "cat", "clamp"
            "set_rng_state", "sigmoid", "sin", "softmax", "sqrt", "squeeze", "stack", "sum", "tanh", "tensor",
            "transpose", "unsqueeze", "where", "zeros", "zeros_like"]
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int64 = np.dtype(np.int64)
-int32 = np.dtype(np.int32)
-bool_ = np.dtype(np.bool_)
-_DTYPES = {"float32": float32, "float": float32, "float64": float64, "double": float64,
-           "int64": int64, "long": int64, "int32": int32, "bool": bool_}
-
-
-def as_dtype(dtype):
-    if dtype is None:
-        return None
-    if isinstance(dtype, str):
-        if dtype not in _DTYPES:
-            raise DTypeError(f"unknown dtype {dtype!r}")
-        return _DTYPES[dtype]
-    return np.dtype(dtype)
+from .dtypes import (DType, as_dtype, bool_, dtype_of, float32, float64, get_default_dtype, int32, int64,  # noqa: F401
+                     result_type)
 
 
 # ---- Tensor ---------------------------------------------------------------------------------
@@ -72,8 +57,8 @@ class Tensor(Variable):
         return tuple(self._value.shape)
 
     @property
-    def dtype(self):
-        return self._value.dtype
+    def dtype(self) -> DType:
+        return dtype_of(self._value.dtype)
 
     @property
     def device(self) -> str:
@@ -438,43 +423,79 @@ class Tensor(Variable):
 
 # ---- helpers --------------------------------------------------------------------------------
 
-def _as_value(o, like: Tensor):
-    """A scalar, array or Tensor as an array on ``like``'s device (scalars take like's dtype)."""
+def _as_value(o, like: Tensor, dtype=None):
+    """A scalar, array or Tensor as an array on ``like``'s device, in ``dtype`` (default: scalars take
+    like's dtype when that keeps their category, arrays keep theirs)."""
     if isinstance(o, Tensor):
         if o.device != like.device:
             raise DeviceError(f"operands on different devices ({like.device} and {o.device})")
-        return o._value
+        return o._value if dtype is None or o.dtype == dtype else get_kernels(like.device).astype(o._value, dtype.np)
     K = get_kernels(like.device)
+    if o is None:
+        raise DTypeError(f"expected a number or a tensor, got None")
     if isinstance(o, Number):
-        dt = like.dtype if (like.dtype.kind == "f" or isinstance(o, (int, np.integer))) else float32
-        return K.from_host(np.asarray(o, dtype=dt), dt)
+        if dtype is None:
+            dtype = result_type(like, o)
+        return K.from_host(np.asarray(o, dtype=dtype.np), dtype.np)
     a = np.asarray(o)
-    return K.from_host(a, like.dtype if a.dtype.kind == "f" and like.dtype.kind == "f" else a.dtype)
+    if a.dtype == object or a.dtype.kind not in "biuf":
+        raise DTypeError(f"expected a number or a tensor, got {type(o).__name__}")
+    dt = dtype.np if dtype is not None else (like._value.dtype if a.dtype.kind == "f" and like.dtype.kind == "f"
+                                             else as_dtype(a.dtype).np)
+    return K.from_host(a, dt)
 
 
-def _as_tensor(o, like: Tensor) -> Tensor:
-    return o if isinstance(o, Tensor) else Tensor(_as_value(o, like))
+def _as_tensor(o, like: Tensor, dtype=None) -> Tensor:
+    if isinstance(o, Tensor) and (dtype is None or o.dtype == dtype):
+        return o
+    return Tensor(_as_value(o, like, dtype)) if not isinstance(o, Tensor) else o.to(dtype=dtype)
+
+
+#: Binary ops whose result is a float even for integer operands (torch's true division).
+_FLOAT_RESULT = frozenset({"div"})
 
 
 def _binary(name, a, b) -> Tensor:
-    if type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype:
+    """``name`` on two operands (tensors or Python numbers) after torch's type promotion."""
+    if type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype and \
+            (a._value.dtype.kind == "f" or name not in _FLOAT_RESULT):
         return record(name, (a, b), {})
-    if not isinstance(a, Tensor):
-        a = _as_tensor(a, b)
-    elif not isinstance(b, Tensor):
-        b = _as_tensor(b, a)
-    if a.dtype != b.dtype:
-        a, b = _promote(a, b, name)
-    return record(name, (a, b), {})
+    ref = a if isinstance(a, Tensor) else b
+    if not isinstance(ref, Tensor):
+        raise DTypeError(f"{name}: expects at least one tensor operand")
+    dt = result_type(a if isinstance(a, (Tensor, Number)) else _host_operand(a, name),
+                     b if isinstance(b, (Tensor, Number)) else _host_operand(b, name))
+    if name in _FLOAT_RESULT and dt.kind != "f":
+        dt = get_default_dtype()
+    return record(name, (_as_tensor(a, ref, dt), _as_tensor(b, ref, dt)), {})
+
+
+def _host_operand(o, op):
+    if o is None or isinstance(o, (str, bytes)):
+        raise DTypeError(f"{op}: unsupported operand {o!r}: expected a tensor or a number")
+    try:
+        return tensor(o)
+    except TorchLeanError:
+        raise DTypeError(f"{op}: unsupported operand of type {type(o).__name__}") from None
+
+
+def _float_input(op: str, x: Tensor) -> Tensor:
+    """``x`` for an op whose result is a float: integer and bool tensors become the default float
+    dtype first (torch: ``int_tensor.sqrt()`` is float32), never a truncated integer."""
+    return x if x._value.dtype.kind == "f" else x.to(dtype=get_default_dtype())
+
+
+def _float_only(op: str, x: Tensor) -> Tensor:
+    """``x`` for an op torch refuses on integers (``mean``, ``softmax``, ``gelu``): DTypeError names it."""
+    if x._value.dtype.kind != "f":
+        raise DTypeError(f"{op}: expects a floating-point tensor, got dtype {x.dtype.name}")
+    return x
 
 
 def _promote(a, b, op):
-    """Both operands in one dtype: a float meets an integer in the float's dtype, else NumPy's promotion."""
-    if (a.dtype.kind == "f") != (b.dtype.kind == "f"):
-        wide = a.dtype if a.dtype.kind == "f" else b.dtype
-    else:
-        wide = np.promote_types(a.dtype, b.dtype)
-    return a.to(dtype=wide), b.to(dtype=wide)
+    """Both tensors in their promoted dtype (torch's result_type)."""
+    dt = result_type(a, b)
+    return a.to(dtype=dt), b.to(dtype=dt)
 
 
 def _shape_args(shape):

@@ -43,7 +43,7 @@ class FNO1d(nn.Module):
         Kept per shape, dtype and device: a GPU copy made at every call would be an upload from
         host memory, which makes the host wait for the GPU at every step."""
         n, grid = u.shape[0], u.shape[1]
-        key = (n, grid, u.dtype.str, u.device)
+        key = (n, grid, u.dtype.name, u.device)
         cache = self.__dict__.setdefault("_coords_cache", {})
         x = cache.get(key)
         if x is None:

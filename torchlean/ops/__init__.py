@@ -1,0 +1,22 @@
+"""PyTorch's tensor functions and methods, by family, over the recorded ops of the core.
+
+Each module registers its names in :mod:`torchlean.ops.table`; importing this package installs the
+methods on :class:`~torchlean.tensor.Tensor` and gives ``torchlean`` its functions.
+"""
+
+from importlib import import_module
+
+from ..tensor import Tensor
+from .table import FUNCTIONS, METHODS, install
+
+_FAMILIES = ("creation", "math", "reduce", "index", "shape", "linalg", "inplace")
+for _f in _FAMILIES:
+    try:
+        import_module(f"{__name__}.{_f}")
+    except ModuleNotFoundError as e:  # a family module not written yet
+        if e.name != f"{__name__}.{_f}":
+            raise
+install(Tensor)
+
+__all__ = sorted(FUNCTIONS)
+globals().update(FUNCTIONS)
