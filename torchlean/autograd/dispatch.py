@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import DeviceError, ShapeError, TorchLeanError
+from ..errors import DeviceError, DTypeError, ShapeError, TorchLeanError
 from ..kernels import HOST, get_kernels, routed_host
 from ..options import _current as _OPTS
 from ..spec import SPEC
@@ -58,10 +58,11 @@ def _spec_rule(op) -> Rule:
 #: Reference mode's rules: every op's spec forward and VJP, run on host values.
 SPEC_RULES: dict = {name: _spec_rule(op) for name, op in SPEC.items()}
 
-#: The dispatch cache, the only one of the runtime: ``(op, value type, input shapes...)`` ->
-#: ``(rule, kernels, output shape, on the CPU)`` for ops called without attributes. It is correct because,
-#: without attributes, the shape rule is a pure function of the input shapes (so its verdict
-#: and output shape are those of the first call), and the rule and kernels depend only on the
+#: The dispatch cache, the only one of the runtime: ``(op, value type, input shapes)`` ->
+#: ``(rule, kernels, output shape, on the CPU, defined on integers)`` for ops called without attributes.
+#: It is correct because, without attributes, the shape rule is a pure function of the input shapes
+#: (so its verdict and output shape are those of the first call), an op not defined on integers is
+#: served from it only for float inputs (others go through the dtype check), and the rule and kernels depend only on the
 #: op and the device, which the value type determines. The options that change the rule or the
 #: kernels act on the CPU only: a CPU entry serves only under the default options (fast kernels,
 #: no use_gpu), and entries are made only then.
@@ -101,8 +102,9 @@ def forward_op(name, vals, attrs, fast=None):
             key = (name, type(vals[0]), vals[0].shape)
         if key is not None:
             hit = DISPATCH.get(key)
-            if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)):
-                rule, K, out_shape, _ = hit
+            if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)) and \
+                    (hit[4] or (vals[0].dtype.kind == "f" and vals[-1].dtype.kind == "f")):
+                rule, K, out_shape, _, _ = hit
                 y, saved = rule.forward(K, *vals)
                 if type(y) is not key[1] and isinstance(y, np.generic):
                     y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
@@ -118,6 +120,9 @@ def forward_op(name, vals, attrs, fast=None):
     for v in vals:
         if device_of(v) != dev:
             raise DeviceError(f"{name}: inputs on different devices ({dev} and {device_of(v)})")
+        if v.dtype.kind != "f" and not spec.ints:
+            raise DTypeError(f"{name}: expects floating-point inputs, got dtype {v.dtype} (this op is not defined "
+                             f"on integers; convert with .float() first)")
     K, rules = _kernels(dev, opts)
     rule = rules.get(name)
     if rule is None:
@@ -143,5 +148,5 @@ def forward_op(name, vals, attrs, fast=None):
         # cached path above needs no such check.)
         return y, None, K, saved
     if key is not None and rules is RULES and (dev != "cpu" or K is HOST) and len(DISPATCH) < _DISPATCH_MAX:
-        DISPATCH[key] = (rule, K, out_shape, dev == "cpu")
+        DISPATCH[key] = (rule, K, out_shape, dev == "cpu", spec.ints)
     return y, rule, K, saved

@@ -17,6 +17,12 @@ valid in float64:
   ``kernels/cuda/`` and its test record in ``testing/opinfo/`` — for a primitive. A compound
   (``compound=True``) is defined in the table of :mod:`torchlean.spec.compound` instead and
   gets everything else from its formula;
+* ``ints``: whether the op is defined on integer and bool inputs (with an integer result: moving,
+  comparing, adding or summing integers). An op that is not (``sqrt``, ``softmax``, ``mean``) is
+  refused on them by the dispatch, naming the op, so no float result is ever truncated into an
+  integer dtype; the front end converts first where torch does (``int_tensor.sqrt()`` is float32).
+  The families that only move values (shape, index, memory) are; elsewhere the default is
+  :data:`INT_OPS`.
 * ``why``: for a primitive whose meaning is also a formula of other ops, the reason it is a
   primitive (a fused kernel for speed, numerical stability).
 """
@@ -32,6 +38,11 @@ FAMILIES = ("elementwise", "reduce", "shape", "index", "linalg", "softmax", "los
             "attention", "spectral", "scan", "conv", "memory")
 
 SPEC: dict[str, "SpecOp"] = {}
+
+#: The ops outside the value-moving families that are defined on integer (and bool) inputs.
+INT_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum", "clamp", "compare", "where",
+                     "pow", "sum", "reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"})
+_INT_FAMILIES = ("shape", "index", "memory")
 
 
 def family_of_module(module: str) -> str:
@@ -49,15 +60,18 @@ class SpecOp:
     family: str = ""
     compound: bool = False
     why: str = ""
+    ints: bool = False
 
 
 def defspec(name: str, forward: Callable, vjp: Callable, shape: Callable, arity: int, family: str | None = None,
-            compound: bool = False, why: str = "") -> SpecOp:
+            compound: bool = False, why: str = "", ints: bool | None = None) -> SpecOp:
     """Register the meaning of ``name``; registering a name twice is a bug. ``family`` defaults to
     that of the calling module (``torchlean.spec.<family>``)."""
     if name in SPEC:
         raise RuntimeError(f"spec op {name!r} registered twice")
     family = family or family_of_module(sys._getframe(1).f_globals["__name__"])
-    op = SpecOp(name, forward, vjp, shape, arity, family, compound, why)
+    if ints is None:
+        ints = family in _INT_FAMILIES or name in INT_OPS
+    op = SpecOp(name, forward, vjp, shape, arity, family, compound, why, ints)
     SPEC[name] = op
     return op
