@@ -8,6 +8,7 @@ import math
 import cupy
 import numpy as np
 
+from ...spec.elementwise import float_as_ints
 from ..host.base import _c
 from . import build
 from .base import _EW_PER_BLOCK, _ND, _THREADS, _aligned, _dev
@@ -89,6 +90,55 @@ def add(a, b):
     return _binary(a, b, _OP_ADD, cupy.add)
 
 
+def atan2(a, b):
+    return _binary(a, b, BINARY["atan2"], cupy.arctan2)
+
+
+def fmod(a, b):
+    return _binary(a, b, BINARY["fmod"], cupy.fmod)
+
+
+def remainder(a, b):
+    return _binary(a, b, BINARY["remainder"], cupy.remainder)
+
+
+def floor_divide(a, b):
+    return _binary(a, b, BINARY["floor_divide"], cupy.floor_divide)
+
+
+def power(a, b):
+    return _binary(a, b, BINARY["power"], cupy.power)
+
+
+def _shift(a, b, left):
+    # torch's shifts, as the host's: a count < 0 or >= the bit width fills with 0 (-1 for a negative a
+    # shifted right), where the hardware's shift is undefined.
+    bits = a.dtype.itemsize * 8
+    ok = (b >= 0) & (b < bits)
+    s = cupy.where(ok, b, 0).astype(a.dtype)
+    if left:
+        return cupy.where(ok, cupy.left_shift(a, s), cupy.zeros((), a.dtype))
+    fill = cupy.where(a < 0, -1, 0).astype(a.dtype) if a.dtype.kind == "i" else cupy.zeros((), a.dtype)
+    return cupy.where(ok, cupy.right_shift(a, s), fill)
+
+
+_BITWISE = {"and": cupy.bitwise_and, "or": cupy.bitwise_or, "xor": cupy.bitwise_xor,
+            "left_shift": lambda a, b: _shift(a, b, True), "right_shift": lambda a, b: _shift(a, b, False)}
+
+
+def _ints(x):
+    x = _dev(x)
+    return float_as_ints(x, cupy) if x.dtype.kind == "f" else x
+
+
+def bitwise(a, b, op):
+    return _BITWISE[op](_ints(a), _ints(b))
+
+
+def bitwise_not(x):
+    return cupy.invert(_ints(x))
+
+
 def sub(a, b):
     return _binary(a, b, _OP_SUB, cupy.subtract)
 
@@ -104,7 +154,7 @@ def div(a, b):
 maximum, minimum, neg, abs, sqrt = cupy.maximum, cupy.minimum, cupy.negative, cupy.abs, cupy.sqrt
 
 
-exp, log, sin, cos, tanh, sign = cupy.exp, cupy.log, cupy.sin, cupy.cos, cupy.tanh, cupy.sign
+exp, log, sin, cos, tanh = cupy.exp, cupy.log, cupy.sin, cupy.cos, cupy.tanh
 
 
 def where(cond, a, b):
@@ -174,7 +224,17 @@ def _unary(x, op, name, p0=0.0, p1=0.0):
 def pow_scalar(x, p):
     if p == 2:
         return x * x
+    if x.dtype.kind != "f":  # integer powers stay integers (the front end gives only p >= 0 here)
+        return cupy.power(x, x.dtype.type(p))
     return _unary(x, UNARY["pow"], "pow_scalar", p)
+
+
+def sign(x):
+    if x.dtype.kind == "b":
+        return x.copy()
+    if x.dtype.kind != "f":
+        return cupy.sign(x)
+    return _unary(x, UNARY["sign"], "sign")
 
 
 def gelu(x, approximate="none"):
@@ -182,6 +242,10 @@ def gelu(x, approximate="none"):
 
 
 def clamp(x, lo, hi):
+    if x.dtype.kind != "f":  # integer bounds on an integer tensor (the front end promotes any other)
+        if lo is not None:
+            x = cupy.maximum(x, x.dtype.type(lo))
+        return x if hi is None else cupy.minimum(x, x.dtype.type(hi))
     return _unary(x, UNARY["clamp"], "clamp", -math.inf if lo is None else lo, math.inf if hi is None else hi)
 
 

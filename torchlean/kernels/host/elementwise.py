@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 
-from ...spec.elementwise import COMPARE, SAFE_LOG_EPS, erf as _erf_math
+from ...spec.elementwise import BITWISE, COMPARE, SAFE_LOG_EPS, erf as _erf_math, erfc as _erfc_math, \
+    erfinv as _erfinv_math, float_as_ints
+from ...spec.elementwise import sign  # noqa: F401  (torch's: NaN gives 0, bools stay bools)
 from .base import _c
 
 
@@ -20,10 +22,24 @@ add, sub, mul, div = np.add, np.subtract, np.multiply, np.divide
 maximum, minimum, neg, abs, sqrt = np.maximum, np.minimum, np.negative, np.abs, np.sqrt
 
 
-exp, log, sin, cos, tanh, sign = np.exp, np.log, np.sin, np.cos, np.tanh, np.sign
+exp, log, sin, cos, tanh = np.exp, np.log, np.sin, np.cos, np.tanh
 
 
 where = np.where
+
+tan, asin, acos, atan = np.tan, np.arcsin, np.arccos, np.arctan
+sinh, cosh, asinh, acosh, atanh = np.sinh, np.cosh, np.arcsinh, np.arccosh, np.arctanh
+expm1, log1p = np.expm1, np.log1p
+floor, ceil, round, trunc = np.floor, np.ceil, np.rint, np.trunc  # rint: half to even, as torch.round
+atan2, fmod, remainder, floor_divide, power = np.arctan2, np.fmod, np.remainder, np.floor_divide, np.power
+
+
+def bitwise(a, b, op):
+    return BITWISE[op](a, b)
+
+
+def bitwise_not(x):
+    return np.invert(float_as_ints(x) if x.dtype.kind == "f" else x)
 
 
 def scale(x, c):
@@ -123,6 +139,45 @@ def erf(x):
     return _erf64(x).astype(x.dtype, copy=False)
 
 
+def erfc(x):
+    if x.dtype == np.float32:
+        return _erfc32(x)
+    if _HAVE_SCIPY:
+        from scipy.special import erfc as scipy_erfc
+        return scipy_erfc(x)
+    return _erfc_math(x).astype(x.dtype, copy=False)
+
+
+def erfinv(x):
+    if x.dtype == np.float32:
+        return _erfinv32(x)
+    if _HAVE_SCIPY:
+        from scipy.special import erfinv as scipy_erfinv
+        return scipy_erfinv(x)
+    return _erfinv_math(x).astype(x.dtype, copy=False)
+
+
+# Giles' single-precision erfinv (the spec's first guess): relative error ~ 4e-7 on (-1, 1).
+_GILES = ((2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+           -0.00417768164, 0.246640727, 1.50140941),
+          (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+           0.00943887047, 1.00167406, 2.83297682))
+
+
+def _erfinv32(x):
+    one = np.float32(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = -np.log((one - x) * (one + x))  # (1 - x) is exact near 1, where 1 - x * x is not
+    central = w < np.float32(5)
+    u = np.where(central, w - np.float32(2.5), np.sqrt(w) - np.float32(3))
+    p = np.where(central, np.float32(_GILES[0][0]), np.float32(_GILES[1][0]))
+    for c0, c1 in zip(_GILES[0][1:], _GILES[1][1:]):
+        p = p * u + np.where(central, np.float32(c0), np.float32(c1))
+    y = p * x
+    a = np.abs(x)
+    return np.where(a < one, y, np.where(a == one, np.copysign(np.float32(np.inf), x), np.float32(np.nan)))
+
+
 def _phi(x):
     """The standard normal CDF, elementwise, in x's dtype."""
     if x.dtype == np.float32:
@@ -142,6 +197,10 @@ def safe_log(x):
 
 
 def clamp(x, lo, hi):
+    if x.dtype.kind != "f":  # integer bounds on an integer tensor (the front end promotes any other)
+        if lo is not None:
+            x = np.maximum(x, x.dtype.type(lo))
+        return x if hi is None else np.minimum(x, x.dtype.type(hi))
     return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi).astype(x.dtype, copy=False)
 
 

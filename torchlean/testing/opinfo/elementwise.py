@@ -123,3 +123,74 @@ _unary("pow", lambda torch, x, *, exponent: torch.pow(x, exponent), lo=0.2, hi=2
 _unary("clamp", lambda torch, x, *, lo=None, hi=None: torch.clamp(x, lo, hi), points=(-0.5, 0.5),
        attrs=[{"lo": -0.5, "hi": 0.5}, {"lo": -0.5}, {"hi": 0.5}],
        bad=lambda rng: [BadInput((np.ones(3),), {"lo": 1.0, "hi": 0.0}, DomainError, "min 1.0")])
+
+
+# ---- more unary math -------------------------------------------------------------------------
+
+_unary("tan", lambda torch, x: torch.tan(x), lo=-1.2, hi=1.2)
+_unary("asin", lambda torch, x: torch.asin(x), lo=-0.9, hi=0.9)
+_unary("acos", lambda torch, x: torch.acos(x), lo=-0.9, hi=0.9)
+_unary("atan", lambda torch, x: torch.atan(x), lo=-3, hi=3)
+_unary("sinh", lambda torch, x: torch.sinh(x), lo=-3, hi=3)
+_unary("cosh", lambda torch, x: torch.cosh(x), lo=-3, hi=3)
+_unary("asinh", lambda torch, x: torch.asinh(x), lo=-3, hi=3)
+_unary("acosh", lambda torch, x: torch.acosh(x), lo=1.2, hi=4)
+_unary("atanh", lambda torch, x: torch.atanh(x), lo=-0.9, hi=0.9)
+_unary("expm1", lambda torch, x: torch.expm1(x))
+_unary("log1p", lambda torch, x: torch.log1p(x), lo=-0.8, hi=3)
+_unary("erfc", lambda torch, x: torch.erfc(x), lo=-3, hi=3)
+_unary("erfinv", lambda torch, x: torch.erfinv(x), lo=-0.95, hi=0.95)
+# Piecewise constant: samples stay off the jumps, where the gradient (zero) is defined.
+_INTEGERS = (-2.0, -1.0, 0.0, 1.0, 2.0)
+_unary("floor", lambda torch, x: torch.floor(x), lo=-2.5, hi=2.5, points=_INTEGERS)
+_unary("ceil", lambda torch, x: torch.ceil(x), lo=-2.5, hi=2.5, points=_INTEGERS)
+_unary("trunc", lambda torch, x: torch.trunc(x), lo=-2.5, hi=2.5, points=_INTEGERS)
+_unary("round", lambda torch, x: torch.round(x), lo=-2.5, hi=2.5, points=(-1.5, -0.5, 0.5, 1.5))
+_unary("sign", lambda torch, x: torch.sign(x), points=(0.0,))
+
+
+# ---- binary math -----------------------------------------------------------------------------
+
+defop(OpInfo("atan2", _binary_samples(), _binary_bad("atan2"), torch_ref=lambda torch, a, b: torch.atan2(a, b)))
+defop(OpInfo("pow_tensor", _binary_samples(lo=0.2, hi=2.0, b_lo=-2.0, b_hi=2.0), _binary_bad("pow_tensor"),
+             torch_ref=lambda torch, a, b: torch.pow(a, b)))
+
+
+def _quotient_samples(rng):
+    """a and b with a / b kept 0.1 away from every integer: the remainders jump there."""
+    out = []
+    for sa, sb in _BCAST:
+        for _ in range(1000):
+            a = rand(rng, *sa, lo=-4.0, hi=4.0)
+            b = rng.choice([-1.0, 1.0], size=sb) * rand(rng, *sb, lo=0.6, hi=1.6)
+            q = np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape)) / b
+            if q.size == 0 or np.min(np.abs(q - np.round(q))) > 0.1:
+                break
+        out.append(Sample((a, b), desc=f"{sa} op {sb}"))
+    return out
+
+
+defop(OpInfo("fmod", _quotient_samples, _binary_bad("fmod"), torch_ref=lambda torch, a, b: torch.fmod(a, b)))
+defop(OpInfo("remainder", _quotient_samples, _binary_bad("remainder"),
+             torch_ref=lambda torch, a, b: torch.remainder(a, b)))
+# torch.floor_divide has no derivative; its twin div(rounding_mode="floor") has the zero one.
+defop(OpInfo("floor_divide", _quotient_samples, _binary_bad("floor_divide"),
+             torch_ref=lambda torch, a, b: torch.div(a, b, rounding_mode="floor")))
+
+
+# ---- bitwise: the front end gives integer and bool arrays; the spec reads these float samples as
+# int64 (the registry's samples are float). Values against torch on integer tensors are in
+# tests/test_torch_math.py.
+
+def _int_samples(rng):
+    return [Sample((_ints(rng, *sa) * 3, np.abs(_ints(rng, *sb))), {"op": op}, f"{sa} {op} {sb}")
+            for sa, sb in _BCAST for op in ("and", "or", "xor", "left_shift", "right_shift")]
+
+
+defop(OpInfo("bitwise", _int_samples,
+             lambda rng: [BadInput((np.arange(3), np.arange(3)), {"op": "nand"}, DomainError, "nand"),
+                          BadInput((np.ones((2, 3), np.int64), np.ones(4, np.int64)), {"op": "and"}, ShapeError,
+                                   "(2, 3)")],
+             diff=(), fd=False))
+defop(OpInfo("bitwise_not", lambda rng: [Sample((_ints(rng, *s) * 5,), {}, f"{s}") for s in _SHAPES],
+             diff=(), fd=False))

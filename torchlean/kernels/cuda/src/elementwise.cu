@@ -8,10 +8,12 @@
 // the enums below are built from them and torchlean/kernels/cuda/elementwise.py reads them
 // (build.xmacro), so adding an op is a list entry and its case; an op without a case does not
 // compile (the static_asserts).
-#define UNARY_OPS(X) X(RELU) X(SIGMOID) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) X(SAFE_LOG) X(CLAMP) X(POW) X(ERF)
+#define UNARY_OPS(X) X(RELU) X(SIGMOID) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) X(SAFE_LOG) X(CLAMP) X(POW) \
+    X(ERF) X(TAN) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(EXPM1) X(LOG1P) X(ERFC) X(ERFINV) \
+    X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(SIGN)
 #define BWD_OPS(X) X(RELU) X(ABS) X(SQRT) X(SIGMOID) X(TANH) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) \
     X(SAFE_LOG) X(CLAMP) X(POW)
-#define BINARY_OPS(X) X(ADD) X(SUB) X(MUL) X(DIV)
+#define BINARY_OPS(X) X(ADD) X(SUB) X(MUL) X(DIV) X(ATAN2) X(FMOD) X(REMAINDER) X(FLOOR_DIVIDE) X(POWER)
 
 #define TL_U(name) U_##name,
 #define TL_B(name) B_##name,
@@ -20,6 +22,44 @@ enum { UNARY_OPS(TL_U) N_UNARY };
 enum { BWD_OPS(TL_B) N_BWD };
 enum { BINARY_OPS(TL_OP) N_BINARY };
 template <int OP> struct tl_no_case { static constexpr bool value = false; };
+
+// float / double overloads of the C math functions the ops below use.
+#define TL_MATH1(name, f32, f64) \
+    __device__ __forceinline__ float name(float x) { return f32(x); } \
+    __device__ __forceinline__ double name(double x) { return f64(x); }
+#define TL_MATH2(name, f32, f64) \
+    __device__ __forceinline__ float name(float a, float b) { return f32(a, b); } \
+    __device__ __forceinline__ double name(double a, double b) { return f64(a, b); }
+TL_MATH1(tl_tan, tanf, tan) TL_MATH1(tl_asin, asinf, asin) TL_MATH1(tl_acos, acosf, acos)
+TL_MATH1(tl_atan, atanf, atan) TL_MATH1(tl_sinh, sinhf, sinh) TL_MATH1(tl_cosh, coshf, cosh)
+TL_MATH1(tl_asinh, asinhf, asinh) TL_MATH1(tl_acosh, acoshf, acosh) TL_MATH1(tl_atanh, atanhf, atanh)
+TL_MATH1(tl_expm1, expm1f, expm1) TL_MATH1(tl_erfc, erfcf, erfc) TL_MATH1(tl_erfinv, erfinvf, erfinv)
+TL_MATH1(tl_floor, floorf, floor) TL_MATH1(tl_ceil, ceilf, ceil) TL_MATH1(tl_rint, rintf, rint)
+TL_MATH1(tl_trunc, truncf, trunc)
+TL_MATH2(tl_atan2, atan2f, atan2) TL_MATH2(tl_fmod, fmodf, fmod) TL_MATH2(tl_copysign, copysignf, copysign)
+
+template <typename T> __device__ __forceinline__ T tl_sign(T x) {
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));
+}
+
+// Python's a % b and a // b for floats (NumPy's npy_divmod, which torch follows): the remainder
+// takes b's sign, and the quotient is corrected so that b * q + r == a as closely as rounding allows.
+template <typename T> __device__ __forceinline__ T tl_remainder(T a, T b) {
+    T m = tl_fmod(a, b);
+    if (b == T(0)) return m;
+    if (m != T(0)) return ((b < T(0)) != (m < T(0))) ? m + b : m;
+    return tl_copysign(T(0), b);
+}
+
+template <typename T> __device__ __forceinline__ T tl_floor_divide(T a, T b) {
+    if (b == T(0)) return a / b;
+    T m = tl_fmod(a, b);
+    T d = (a - m) / b;
+    if (m != T(0) && ((b < T(0)) != (m < T(0)))) d -= T(1);
+    if (d == T(0)) return tl_copysign(T(0), a / b);
+    T f = tl_floor(d);
+    return (d - f > T(0.5)) ? f + T(1) : f;
+}
 
 // ---- forward activations: y = f(x) ---------------------------------------------------------
 
@@ -42,6 +82,24 @@ template <typename T, int OP> __device__ __forceinline__ T unary_op(T x, T p0, T
         return t > p1 ? p1 : t;
     } else if constexpr (OP == U_POW) return tl_pow(x, p0);
     else if constexpr (OP == U_ERF) return tl_erf(x);
+    else if constexpr (OP == U_TAN) return tl_tan(x);
+    else if constexpr (OP == U_ASIN) return tl_asin(x);
+    else if constexpr (OP == U_ACOS) return tl_acos(x);
+    else if constexpr (OP == U_ATAN) return tl_atan(x);
+    else if constexpr (OP == U_SINH) return tl_sinh(x);
+    else if constexpr (OP == U_COSH) return tl_cosh(x);
+    else if constexpr (OP == U_ASINH) return tl_asinh(x);
+    else if constexpr (OP == U_ACOSH) return tl_acosh(x);
+    else if constexpr (OP == U_ATANH) return tl_atanh(x);
+    else if constexpr (OP == U_EXPM1) return tl_expm1(x);
+    else if constexpr (OP == U_LOG1P) return tl_log1p(x);
+    else if constexpr (OP == U_ERFC) return tl_erfc(x);
+    else if constexpr (OP == U_ERFINV) return tl_erfinv(x);
+    else if constexpr (OP == U_FLOOR) return tl_floor(x);
+    else if constexpr (OP == U_CEIL) return tl_ceil(x);
+    else if constexpr (OP == U_ROUND) return tl_rint(x);  // half to even, as torch.round
+    else if constexpr (OP == U_TRUNC) return tl_trunc(x);
+    else if constexpr (OP == U_SIGN) return T((x > T(0)) - (x < T(0)));  // torch's: NaN gives 0
     else static_assert(tl_no_case<OP>::value, "a UNARY_OPS entry without a case in unary_op");
 }
 
@@ -62,10 +120,6 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, i64 n, 
 }
 
 // ---- backward: out = g * f'(a) where a is the saved input x or output y ----------------------
-
-template <typename T> __device__ __forceinline__ T tl_sign(T x) {
-    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));
-}
 
 template <typename T, int OP> __device__ __forceinline__ T bwd_op(T a, T g, T p0, T p1, int flags) {
     if constexpr (OP == B_RELU) return a > T(0) ? g : T(0);
@@ -148,6 +202,11 @@ template <typename T, int OP> __device__ __forceinline__ T bin_op(T a, T b) {
     else if constexpr (OP == OP_SUB) return a - b;
     else if constexpr (OP == OP_MUL) return a * b;
     else if constexpr (OP == OP_DIV) return a / b;
+    else if constexpr (OP == OP_ATAN2) return tl_atan2(a, b);
+    else if constexpr (OP == OP_FMOD) return tl_fmod(a, b);
+    else if constexpr (OP == OP_REMAINDER) return tl_remainder(a, b);
+    else if constexpr (OP == OP_FLOOR_DIVIDE) return tl_floor_divide(a, b);
+    else if constexpr (OP == OP_POWER) return tl_pow(a, b);
     else static_assert(tl_no_case<OP>::value, "a BINARY_OPS entry without a case in bin_op");
 }
 
