@@ -11,6 +11,11 @@
   order), as in the seeds' max-pool and ``max_bwd`` kernel. Reducing over an
   empty axis is a :class:`ShapeError`.
 
+* ``argsort(x; axis=-1, descending=False)``: int64 indices of a *stable* sort along one axis
+  (tied entries keep their order, descending too); a NaN sorts as the largest value (last
+  ascending, first descending), as in PyTorch; no gradient. Sorted values are
+  ``gather(x, axis, argsort(x))``, so their gradient is gather's.
+
 A 0-d input has one nameable axis, ``0`` or ``-1`` (as in PyTorch); reducing over
 it is the identity.
 
@@ -172,4 +177,40 @@ def _arg(op, pick):
 _arg("argmax", np.argmax)
 _arg("argmin", np.argmin)
 
-__all__ = ["reduce_axes", "extremum_axis", "keep_shape", "reduced_shape"]
+
+
+# ---- argsort: int64 indices of a stable sort, no gradient --------------------------------------
+
+def sort_axis(op: str, shape, axis) -> int | None:
+    """The (non-negative) axis of a sort; ``None`` for a 0-d shape (axis 0 or -1 allowed)."""
+    shape = tuple(shape)
+    if isinstance(axis, (tuple, list)):
+        raise ShapeError(f"{op}: axis must be a single int, got {tuple(axis)!r}")
+    a = norm_axis(axis, max(len(shape), 1), op)
+    return a if shape else None
+
+
+def stable_argsort(x, axis: int, descending: bool):
+    """Stable sort indices along ``axis``. Descending: the stable ascending order of the reversed
+    array, reversed back, so that tied entries keep their original order and NaNs come first."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable").astype(np.int64)
+    idx = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return (x.shape[axis] - 1 - idx).astype(np.int64)
+
+
+def _argsort(x, *, axis=-1, descending=False):
+    a = sort_axis("argsort", x.shape, axis)
+    if a is None:
+        return np.zeros((), dtype=np.int64)
+    return stable_argsort(x, a, bool(descending))
+
+
+def _argsort_shape(x, *, axis=-1, descending=False):
+    sort_axis("argsort", x, axis)
+    return tuple(x)
+
+
+defspec("argsort", _argsort, lambda g, x, **_: (None,), _argsort_shape, 1, ints=True)
+
+__all__ = ["extremum_axis", "keep_shape", "reduce_axes", "reduced_shape", "sort_axis", "stable_argsort"]

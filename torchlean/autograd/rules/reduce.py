@@ -8,8 +8,17 @@ and both send the cotangent to the first extremal entry.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...shape import broadcast_plan
-from ...spec.reduce import arg_plan, extremum_axis, keep_shape, reduce_axes, reduced_shape
+from ...spec.reduce import (
+    arg_plan,
+    extremum_axis,
+    keep_shape,
+    reduce_axes,
+    reduced_shape,
+    sort_axis,
+)
 from .registry import defrule
 
 
@@ -88,3 +97,12 @@ def _arg_rule(op):
 
 _arg_rule("argmax")
 _arg_rule("argmin")
+
+
+# argsort gives int64 indices: never recorded either.
+def _argsort_fwd(K, x, *, axis=-1, descending=False):
+    a = sort_axis("argsort", x.shape, axis)
+    return (K.zeros((), np.int64) if a is None else K.argsort(x, a, bool(descending))), None
+
+
+defrule("argsort", _argsort_fwd, lambda K, s, g, n: (None,))

@@ -1,9 +1,15 @@
-"""Runtime rules of the scan family (meaning: :mod:`torchlean.spec.scan`)."""
+"""Runtime rules of the scan family (meaning: :mod:`torchlean.spec.scan`).
+
+cumsum's backward is the reverse running sum of the cotangent (flip, cumsum, flip back);
+cumprod's is its own kernel, exact where the input has zeros.
+"""
 
 from __future__ import annotations
 
-from .registry import defrule, pick
+import numpy as np
 
+from ...spec.scan import scan_axis
+from .registry import defrule, pick
 
 # ---- selective scan -------------------------------------------------------------------------
 
@@ -23,3 +29,48 @@ _scan_rule("selective_scan", "selective_scan_diag_fwd", "selective_scan_diag_bwd
 
 
 _scan_rule("selective_scan_var", "selective_scan_diag_var_fwd", "selective_scan_diag_var_bwd")
+
+
+# ---- cumulative ops along one axis ------------------------------------------------------------
+
+def _flip_key(axis):
+    return (slice(None),) * axis + (slice(None, None, -1),)
+
+
+def _cumsum_fwd(K, x, *, axis):
+    a = scan_axis("cumsum", x.shape, axis)
+    return (K.copy(x) if a is None else K.cumsum(x, a)), a
+
+
+def _cumsum_bwd(K, a, g, n):
+    if a is None:
+        return (g,)
+    key = _flip_key(a)
+    return (K.basic_index(K.cumsum(K.basic_index(g, key), a), key),)
+
+
+defrule("cumsum", _cumsum_fwd, _cumsum_bwd)
+
+
+def _cumprod_fwd(K, x, *, axis):
+    a = scan_axis("cumprod", x.shape, axis)
+    if a is None:
+        return K.copy(x), None
+    y = K.cumprod(x, a)
+    return y, (x, y, a)
+
+
+defrule("cumprod", _cumprod_fwd, lambda K, s, g, n: ((g,) if s is None else (K.cumprod_bwd(*s[:2], g, s[2]),)))
+
+
+# cumargmax / cumargmin give int64 indices: never recorded, so their backward is never asked for.
+def _cumarg_rule(op):
+    def fwd(K, x, *, axis):
+        a = scan_axis(op, x.shape, axis)
+        return (K.zeros((), np.int64) if a is None else getattr(K, op)(x, a)), None
+
+    defrule(op, fwd, lambda K, s, g, n: (None,))
+
+
+_cumarg_rule("cumargmax")
+_cumarg_rule("cumargmin")

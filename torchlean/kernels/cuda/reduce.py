@@ -111,7 +111,7 @@ def _reduce_cols_v(x, outer, n, inner, op, t, name, scale, vec):
     Blocks are (bx, by) = (lanes across column vectors, rows in flight); the long axis is split
     into chunks so that one wave fills the GPU, and a second pass reduces the chunks."""
     nv = inner // vec
-    bx = 32 if nv >= 32 else nv
+    bx = min(32, nv)
     by = 1 << ((_THREADS // bx).bit_length() - 1)
     ncb = -(-nv // bx)
     f = build.function("reduce", f"reduce_cols_v<{t}, {op}>")
@@ -203,7 +203,7 @@ def reduce_sum_axis(x, axis):
 # ---- reductions -----------------------------------------------------------------------------
 
 
-def sum(x, axes=None, keepdim=False):  # noqa: A001 - the surface's name
+def sum(x, axes=None, keepdim=False):
     return _reduce(x, axes, keepdim, 0, "sum")
 
 
@@ -249,3 +249,20 @@ def sum_to_shape(g, shape):
 
 argmax = partial(host_reduce.argmax, xp=cupy)
 argmin = partial(host_reduce.argmin, xp=cupy)
+
+
+# ---- sorting and counting: the host's code on CuPy ---------------------------------------------
+
+argsort = partial(host_reduce.argsort, xp=cupy)
+bincount = partial(host_reduce.bincount, xp=cupy)
+histc = partial(host_reduce.histc, xp=cupy)
+searchsorted = partial(host_reduce.searchsorted, xp=cupy)
+
+
+def unique(x, axis):
+    if axis is None:
+        return host_reduce.unique(_dev(x), None, xp=cupy)
+    # Distinct slices: NumPy's lexicographic unique on a host copy (a data-dependent shape needs
+    # the sizes on the host anyway).
+    vals, inverse, counts = host_reduce.unique(cupy.asnumpy(x), axis)
+    return cupy.asarray(vals), cupy.asarray(inverse), cupy.asarray(counts)

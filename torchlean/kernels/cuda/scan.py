@@ -1,15 +1,17 @@
 """CUDA kernels of the scan family: the selective scan, serial in time and parallel over batch rows
-and state channels (``src/scan.cu``)."""
+and state channels (``src/scan.cu``); the cumulative ops through CuPy (the host's code)."""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import cupy
 import numpy as np
 
-from .base import _THREADS, _contig, _dev
+from ..host import scan as host_scan
 from . import build
+from .base import _THREADS, _contig, _dev
 from .build import blocks, ftype, launch
 from .reduce import reduce_sum_axis0
 
@@ -72,3 +74,12 @@ def selective_scan_diag_var_fwd(a, b, x, h0):
 
 def selective_scan_diag_var_bwd(a, b, x, h0, h, g):
     return _scan_bwd(a, b, x, h0, h, g, True)
+
+
+# ---- cumulative ops along one axis: the host's code on CuPy -------------------------------------
+
+cumsum = partial(host_scan.cumsum, xp=cupy)
+cumprod = partial(host_scan.cumprod, xp=cupy)
+cumprod_bwd = partial(host_scan.cumprod_bwd, xp=cupy)
+cumargmax = partial(host_scan.cumargmax, xp=cupy)
+cumargmin = partial(host_scan.cumargmin, xp=cupy)

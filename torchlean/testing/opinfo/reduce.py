@@ -93,3 +93,26 @@ for _op in ("argmax", "argmin"):
     defop(OpInfo(_op, _arg_samples, _arg_bad(_op), diff=(), fd=False,
                  torch_ref=(lambda f: lambda torch, x, *, axis=None, keepdim=False: getattr(torch, f)(
                      x, dim=axis, keepdim=keepdim))(_op)))
+
+
+def _argsort_samples(rng):
+    out = []
+    for shape, attrs in [((7,), {}), ((3, 8), {"axis": 1}), ((3, 8), {"axis": 0, "descending": True}),
+                         ((2, 3, 9), {"axis": -1, "descending": True}), ((2, 3, 5), {"axis": 1}), ((), {}),
+                         ((), {"axis": 0, "descending": True}), ((0, 3), {"axis": 0}), ((4, 0), {})]:
+        out.append(Sample((rng.integers(-2, 3, size=shape).astype(np.float64),), attrs, f"ties {shape} {attrs}"))
+    x = rng.integers(-2, 3, size=(3, 7)).astype(np.float64)
+    x[0, 1] = x[1, 3] = x[1, 5] = np.nan
+    out += [Sample((x,), {"axis": 1}, "NaNs"), Sample((x,), {"axis": 1, "descending": True}, "NaNs descending")]
+    return out
+
+
+def _argsort_bad(rng):
+    x = np.ones((2, 3))
+    return [BadInput((x,), {"axis": 2}, ShapeError, "axis 2", "axis out of range"),
+            BadInput((x,), {"axis": (0, 1)}, ShapeError, "single int", "tuple axis")]
+
+
+defop(OpInfo("argsort", _argsort_samples, _argsort_bad, diff=(), fd=False,
+             torch_ref=lambda torch, x, *, axis=-1, descending=False: torch.argsort(
+                 x, dim=axis, descending=descending, stable=True)))
