@@ -1,5 +1,5 @@
 """Index ops: the reference meaning of ``index_select``, ``gather``, ``scatter_add``,
-``embedding``, ``gather_rows`` and ``scatter_add_rows``.
+``embedding``, ``gather_rows``, ``scatter_add_rows``, ``setitem`` and ``put``.
 
 Index rules (DESIGN.md): indices are host integer arrays or sequences given as
 attributes, never differentiated. A negative index or one >= 2**32 raises
@@ -20,6 +20,14 @@ makes a scatter ignore it; repeated scatter indices accumulate.
   ``indices.shape + (dim,)``.
 * ``gather_rows(mat; indices)``: out ``(k,) + mat.shape[1:]`` for 1-D indices of length k.
 * ``scatter_add_rows(mat, values; indices)``: values ``(k,) + mat.shape[1:]``.
+* ``setitem(x, values; index)``: ``x`` with ``x[index] = values`` for a basic index (ints,
+  slices, None, Ellipsis: :func:`~torchlean.spec.shape.normalize_index`); ``values`` has the
+  shape of ``x[index]`` without the axes ``None`` inserts. Cotangents: ``g`` with zeros at the
+  overwritten places for ``x``, ``g[index]`` for ``values``.
+* ``put(x, values; index, accumulate=False)`` (torch.Tensor.put): ``index`` holds row-major
+  offsets into ``x`` and has ``values``'s shape; ``out.flat[index] = values`` (``+=`` with
+  ``accumulate``). Repeated offsets without ``accumulate``: the last one in row-major order of
+  ``index`` wins (torch leaves it unspecified) and the others get a zero cotangent.
 
     >>> import numpy as np
     >>> from torchlean.spec import SPEC
@@ -33,8 +41,7 @@ import numpy as np
 
 from ..errors import DTypeError, IndexRangeError, ShapeError
 from .registry import defspec
-from .shape import along, axis_of
-
+from .shape import along, axis_of, normalize_index
 
 UINT32_LIMIT = 2 ** 32
 
@@ -270,5 +277,95 @@ defspec("scatter_add_rows",
                                      _rows(np.asarray(g), index_vector("scatter_add_rows", indices, (1,)))),
         _scatter_rows_shape, 2)
 
-__all__ = ["index_array", "index_vector", "positions", "flat_positions", "gather_plan",
-           "scatter_plan", "check_rows"]
+# ---- setitem (basic index) / put (flat offsets): writes with overwrite semantics ------------
+
+def setitem_plan(x_shape, v_shape, index):
+    """(key with a trailing Ellipsis, view shape) of ``setitem``; ShapeError unless ``values``
+    has the shape of ``x[index]`` (the axes ``None`` inserts left out)."""
+    key, _, view = normalize_index("setitem", x_shape, index)
+    if tuple(v_shape) != tuple(view):
+        raise ShapeError(f"setitem: values of shape {tuple(v_shape)} must have shape {tuple(view)} "
+                         f"(x[index] for x of shape {tuple(x_shape)})")
+    return key + (Ellipsis,), tuple(view)
+
+
+def _setitem(x, v, *, index):
+    key, _ = setitem_plan(x.shape, v.shape, index)
+    out = np.array(x, copy=True)
+    out[key] = v
+    return out
+
+
+def _setitem_vjp(g, x, v, *, index):
+    key, view = setitem_plan(x.shape, v.shape, index)
+    dx = np.array(g, copy=True)
+    dx[key] = 0
+    return dx, np.array(np.asarray(g)[key], copy=True).reshape(view)
+
+
+defspec("setitem", _setitem, _setitem_vjp,
+        lambda x, v, *, index: (setitem_plan(x, v, index), tuple(x))[1], 2,
+        why="overwrites a basic-index region in one pass; no formula of other ops writes into a region")
+
+
+def put_plan(x_shape, v_shape, index, accumulate=False, dedupe=True) -> np.ndarray:
+    """Flat int64 offsets of ``put``, ``size(x)`` (out of bounds) where an entry is ignored: out of
+    bounds, or, without ``accumulate``, overwritten by a later entry with the same offset."""
+    idx = index_array("put", index)
+    if idx.shape != tuple(v_shape):
+        raise ShapeError(f"put: index of shape {idx.shape} and values of shape {tuple(v_shape)} must match")
+    n = int(np.prod(tuple(x_shape), dtype=np.int64))
+    flat = idx.reshape(-1)
+    if flat.size and int(flat.max()) >= n:
+        flat = np.minimum(flat, n)
+    if accumulate or not dedupe or flat.size < 2 or np.bincount(flat, minlength=n + 1).max() < 2:
+        return flat
+    _, first_of_reversed = np.unique(flat[::-1], return_index=True)
+    keep = np.zeros(flat.size, dtype=bool)
+    keep[flat.size - 1 - first_of_reversed] = True
+    return np.where(keep, flat, n)
+
+
+def _put_shape(x, v, *, index, accumulate=False):
+    put_plan(x, v, index, accumulate, dedupe=False)
+    return tuple(x)
+
+
+def _put(x, v, *, index, accumulate=False):
+    flat = put_plan(x.shape, v.shape, index, accumulate)
+    ok = flat < x.size
+    out = np.array(x, copy=True).reshape(-1)
+    vals = np.asarray(v).reshape(-1)[ok]
+    if accumulate:
+        np.add.at(out, flat[ok], vals)
+    else:
+        out[flat[ok]] = vals
+    return out.reshape(x.shape)
+
+
+def _put_vjp(g, x, v, *, index, accumulate=False):
+    flat = put_plan(x.shape, v.shape, index, accumulate)
+    ok = flat < x.size
+    dx = np.array(g, copy=True).reshape(-1)
+    dv = np.zeros(flat.size, dtype=np.result_type(g, v))
+    dv[ok] = dx[flat[ok]]
+    if not accumulate:
+        dx[flat[ok]] = 0
+    return dx.reshape(x.shape), dv.reshape(v.shape)
+
+
+defspec("put", _put, _put_vjp, _put_shape, 2,
+        why="writes with overwrite semantics (index_put, scatter, setitem with index tensors); scatter_add "
+            "only accumulates")
+
+__all__ = [
+    "check_rows",
+    "flat_positions",
+    "gather_plan",
+    "index_array",
+    "index_vector",
+    "positions",
+    "put_plan",
+    "scatter_plan",
+    "setitem_plan",
+]

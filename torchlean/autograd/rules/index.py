@@ -13,9 +13,19 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from ...shape import moveaxis_perm
-from ...spec.index import (check_rows, flat_positions, gather_plan, index_array, index_vector,
-                           scatter_plan)
+from ...spec.index import (
+    check_rows,
+    flat_positions,
+    gather_plan,
+    index_array,
+    index_vector,
+    put_plan,
+    scatter_plan,
+    setitem_plan,
+)
 from ...spec.shape import axis_of, check_same_dtype
 from .registry import defrule
 
@@ -147,3 +157,62 @@ def _scatter_rows_bwd(K, s, g, needs):
 
 
 defrule("scatter_add_rows", _scatter_rows_fwd, _scatter_rows_bwd)
+
+
+# ---- setitem / put: overwrites ------------------------------------------------------------------
+# setitem writes through a basic-index view of a fresh copy (a view on every device), so it costs
+# one copy and the region; put selects between x and the values gathered to their places.
+
+def _setitem_fwd(K, x, v, *, index):
+    check_same_dtype("setitem", (x, v))
+    key, view = setitem_plan(x.shape, v.shape, index)
+    y = K.copy(x)
+    K.assign(y[key], v)
+    return y, (key, view)
+
+
+def _setitem_bwd(K, s, g, needs):
+    key, view = s
+    dx = None
+    if needs[0]:
+        dx = K.copy(g)
+        K.assign(dx[key], K.zeros((), g.dtype))
+    dv = K.basic_index(g, key).reshape(view) if needs[1] else None
+    return dx, dv
+
+
+defrule("setitem", _setitem_fwd, _setitem_bwd)
+
+
+def _put_fwd(K, x, v, *, index, accumulate=False):
+    check_same_dtype("put", (x, v))
+    n = x.size
+    flat = put_plan(x.shape, v.shape, index, accumulate)
+    xs = K.ascontiguous(x).reshape(n)
+    vals = K.ascontiguous(v).reshape(v.size)
+    if accumulate:
+        return K.scatter_add(xs, vals, flat).reshape(x.shape), (None, flat, v.shape)
+    written = flat[flat < n]
+    hit_host = np.zeros(n, dtype=bool)
+    hit_host[written] = True
+    hit = K.bool_mask(hit_host, (n,))
+    if x.dtype.kind == "f" and written.size * 8 < n:
+        new = K.scatter_add(K.zeros((n,), x.dtype), vals, flat)
+    else:  # many places, or integers (the scatter kernels add floats only): gather through the inverse map
+        inv = np.full(n, v.size, dtype=np.int64)
+        inv[written] = np.flatnonzero(flat < n)
+        new = K.gather_vec(vals, inv)
+    return K.where(hit, new, xs).reshape(x.shape), (hit, flat, v.shape)
+
+
+def _put_bwd(K, s, g, needs):
+    hit, flat, v_shape = s
+    gs = K.ascontiguous(g).reshape(g.size)
+    dx = None
+    if needs[0]:
+        dx = g if hit is None else K.where(hit, K.zeros((), g.dtype), gs).reshape(g.shape)
+    dv = K.gather_vec(gs, flat).reshape(v_shape) if needs[1] else None
+    return dx, dv
+
+
+defrule("put", _put_fwd, _put_bwd)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import DTypeError, IndexRangeError, ShapeError
+from ...spec.index import put_plan
 from . import BadInput, OpInfo, Sample, defop, rand
 
 
@@ -195,3 +196,57 @@ def _scatter_rows_bad(rng):
 
 
 defop(OpInfo("scatter_add_rows", _scatter_rows_samples, _scatter_rows_bad, torch_ref=_torch_scatter_rows))
+
+
+# ---- setitem / put --------------------------------------------------------------------------
+
+def _setitem_samples(rng):
+    return [Sample((rand(rng, 4, 3), rand(rng, 2, 3)), {"index": (slice(1, 3),)}, "row slice"),
+            Sample((rand(rng, 4, 3), rand(rng, 4)), {"index": (Ellipsis, 1)}, "int on the last axis"),
+            Sample((rand(rng, 5, 4), rand(rng, 2, 2)), {"index": (slice(None, None, 3), slice(-2, None))},
+                   "step and negative start"),
+            Sample((rand(rng, 2, 3, 4), rand(rng, 3)), {"index": (-1, None, slice(None), 0)}, "None, ints"),
+            Sample((rand(rng, 3), rand(rng)), {"index": (2,)}, "one entry"),
+            Sample((rand(rng, 3, 2), rand(rng, 0, 2)), {"index": (slice(2, 1),)}, "empty region")]
+
+
+def _torch_setitem(torch, x, v, *, index):
+    y = x.clone()
+    y[index] = v.reshape(y[index].shape)
+    return y
+
+
+def _setitem_bad(rng):
+    x = np.ones((3, 2))
+    return [BadInput((x, np.ones((3,))), {"index": (0,)}, ShapeError, "(2,)", "values of the wrong shape"),
+            BadInput((x, np.ones((2,))), {"index": (3,)}, IndexRangeError, "index 3", "int out of range"),
+            BadInput((x, np.ones((2,), np.int64)), {"index": (0,)}, DTypeError, "dtype", "mixed dtypes")]
+
+
+defop(OpInfo("setitem", _setitem_samples, _setitem_bad, torch_ref=_torch_setitem))
+
+
+def _put_samples(rng):
+    return [Sample((rand(rng, 3, 4), rand(rng, 5)), {"index": np.array([0, 11, 5, 6, 2])}, "distinct offsets"),
+            Sample((rand(rng, 3, 4), rand(rng, 2, 3)), {"index": np.array([[1, 1, 7], [3, 1, 0]]),
+                                                        "accumulate": True}, "repeats accumulate"),
+            Sample((rand(rng, 2, 2), rand(rng, 3)), {"index": np.array([3, 9, 0])}, "OOB ignored"),
+            Sample((rand(rng, 6), rand(rng, 4)), {"index": np.array([2, 2, 5, 2])}, "repeats: last wins"),
+            Sample((rand(rng, 2, 3), rand(rng, 0)), {"index": np.zeros(0, np.int64)}, "no offsets")]
+
+
+def _torch_put(torch, x, v, *, index, accumulate=False):
+    flat = put_plan(x.shape, v.shape, index, accumulate)
+    ok = torch.as_tensor(flat < x.numel())
+    return x.put(torch.as_tensor(flat)[ok], v.reshape(-1)[ok], accumulate=accumulate)
+
+
+def _put_bad(rng):
+    x = np.ones((3, 2))
+    return [BadInput((x, np.ones(2)), {"index": [0, -1]}, IndexRangeError, "negative"),
+            BadInput((x, np.ones(2)), {"index": [0, 1, 2]}, ShapeError, "must match"),
+            BadInput((x, np.ones(1)), {"index": [0.0]}, DTypeError, "integers"),
+            BadInput((x, np.ones(1, np.int64)), {"index": [0]}, DTypeError, "dtype")]
+
+
+defop(OpInfo("put", _put_samples, _put_bad, torch_ref=_torch_put))
