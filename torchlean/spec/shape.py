@@ -15,6 +15,8 @@ Conventions (DESIGN.md, docs/OPS.md):
   count from the end, out-of-range bounds clip) with ``step >= 1``; an int index
   out of range is an :class:`IndexRangeError`. ``getitem`` is basic indexing
   only: ints, slices, ``None`` and ``Ellipsis``.
+* ``flip(x; dims)`` reverses ``x`` along each axis of ``dims`` (distinct, negative allowed);
+  it is its own adjoint.
 * ``detach`` is the identity with a zero cotangent.
 
     >>> import numpy as np
@@ -420,6 +422,36 @@ def _select_shape(x, *, axis, index):
 defspec("select", _select, _select_vjp, _select_shape, 1)
 
 
+# ---- flip ----------------------------------------------------------------------------------
+
+def flip_axes(op: str, dims, ndim: int) -> tuple:
+    """``dims`` (an int or a sequence of distinct ints) as sorted non-negative axes; a 0-d input
+    accepts 0 / -1, which flip nothing."""
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        dims = (dims,)
+    if not isinstance(dims, (tuple, list)):
+        raise ShapeError(f"{op}: dims must be a tuple of ints, got {dims!r}")
+    axes = [norm_axis(_int(op, "dim", d), max(ndim, 1), op) for d in dims]
+    for a in set(axes):
+        if axes.count(a) > 1:
+            raise ShapeError(f"{op}: dim {a} appears more than once in dims {tuple(dims)}")
+    return tuple(sorted(axes)) if ndim else ()
+
+
+def _flip(x, *, dims):
+    return np.array(np.flip(x, flip_axes("flip", dims, x.ndim)), copy=True, order="C")
+
+
+def _flip_shape(x, *, dims):
+    flip_axes("flip", dims, len(x))
+    return tuple(x)
+
+
+defspec("flip", _flip, lambda g, x, *, dims: (_flip(g, dims=dims),), _flip_shape, 1,
+        why="its own adjoint in one copy; as a gather per axis, each axis would cost a gather forward "
+            "and a scatter-add backward")
+
+
 # ---- detach ---------------------------------------------------------------------------------
 
 defspec("detach",
@@ -430,4 +462,4 @@ defspec("detach",
 
 __all__ = ["axis_of", "shape_arg", "flatten_shape", "permutation", "inverse_permutation",
            "transpose_perm", "swap_depth", "unsqueeze_shape", "squeeze_shape", "slice_key",
-           "slice_len", "normalize_index", "along", "check_same_dtype", "slice_plan", "select_plan"]
+           "slice_len", "normalize_index", "along", "check_same_dtype", "slice_plan", "select_plan", "flip_axes"]

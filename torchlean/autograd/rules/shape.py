@@ -11,7 +11,7 @@ through the seeds' kernels (``broadcast_to`` / ``reduce_from_broadcast_to``,
 from __future__ import annotations
 
 from ...shape import broadcast_plan, norm_axis
-from ...spec.shape import (along, axis_of, check_same_dtype, flatten_shape, inverse_permutation,
+from ...spec.shape import (along, axis_of, check_same_dtype, flatten_shape, flip_axes, inverse_permutation,
                                normalize_index, permutation, select_plan, shape_arg, slice_plan,
                                squeeze_shape, swap_depth, transpose_perm, unsqueeze_shape)
 from .registry import defrule
@@ -152,6 +152,13 @@ def _getitem_bwd(K, s, g, n):
 
 
 defrule("getitem", _getitem_fwd, _getitem_bwd)
+
+def _flip_fwd(K, x, *, dims):
+    axes = flip_axes("flip", dims, x.ndim)
+    return K.flip(x, axes), axes
+
+
+defrule("flip", _flip_fwd, lambda K, axes, g, n: (K.flip(g, axes),))
 
 # detach shares its input's buffer (like torch.Tensor.detach) and passes nothing back.
 defrule("detach", lambda K, x: (x, None), lambda K, s, g, n: (None,))

@@ -75,3 +75,9 @@ def basic_index_bwd(g, shape, key, *, xp=np):
     dx = xp.zeros(tuple(shape), dtype=g.dtype)
     dx[key] = g
     return dx
+
+
+def flip(x, axes, *, xp=np):
+    # Negative-step slices rather than xp.flip: the same view on NumPy and CuPy, 0-d included.
+    key = tuple(slice(None, None, -1) if a in axes else slice(None) for a in range(x.ndim))
+    return xp.array(x[key], copy=True, order="C")

@@ -179,3 +179,17 @@ _info("select",
 # The cotangent is zero by design, so finite differences (which see the identity) do not apply.
 _info("detach", [([(3, 4)], {}), ([()], {})], [],
       lambda torch, x: x.detach() + 0 * x, fd=False)
+
+
+def _torch_flip(torch, x, *, dims):
+    return torch.flip(x, (dims,) if isinstance(dims, int) else tuple(dims))
+
+
+_info("flip",
+      [([(3, 4)], {"dims": (0,)}), ([(3, 4)], {"dims": (-1,)}), ([(2, 3, 4)], {"dims": (0, 2)}),
+       ([(2, 3, 4)], {"dims": [2, -3, 1]}), ([(5,)], {"dims": 0}), ([()], {"dims": ()}), ([()], {"dims": (0,)}),
+       ([(3, 0, 2)], {"dims": (1, 2)}), ([(2, 3)], {"dims": ()})],
+      [([(2, 3)], {"dims": (0, -2)}, ShapeError, "more than once"),
+       ([(2, 3)], {"dims": (2,)}, ShapeError, "axis 2"),
+       ([(2, 3)], {"dims": (0.5,)}, DomainError, "dim")],
+      _torch_flip)
