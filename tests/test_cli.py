@@ -27,7 +27,7 @@ def test_quickstart_tensors(capsys):
     assert ">>> x + tl.tensor([10., 20., 30.])" in out and "[[11. 22. 33.]" in out
     assert ">>> x.sum()\n21.0" in out
     assert ">>> x.sum(dim=0)\n[5. 7. 9.]" in out
-    assert ">>> x[..., None].shape\n(2, 3, 1)" in out
+    assert ">>> x[..., None].shape\ntorchlean.Size([2, 3, 1])" in out
 
 
 def test_quickstart_autograd_fast_matches_spec(capsys):

@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # Subpackages load lazily so `import torchlean` stays light (nn, optim, ir, cuda, models, data).
     import importlib
-    if name in ("nn", "optim", "ir", "cuda", "models", "data", "autograd", "kernels", "spec", "testing"):
+    if name in ("nn", "optim", "ir", "cuda", "models", "data", "autograd", "kernels", "spec", "testing", "linalg"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("save", "load"):
         from . import serialization

@@ -251,7 +251,7 @@ class finfo:
         else:
             f = np.finfo(d.np)
             self.bits, self.eps, self.max, self.tiny, self.resolution = f.bits, float(f.eps), float(f.max), \
-                float(f.tiny), float(f.resolution)
+                float(f.tiny), 10.0 ** -f.precision
         self.min = -self.max
         self.smallest_normal = self.tiny
         self.dtype = d.name

@@ -50,6 +50,11 @@ class IRError(TorchLeanError, ValueError):
     """A malformed IR graph, file or unsupported imported op."""
 
 
+class LinAlgError(TorchLeanError, RuntimeError):
+    """A matrix outside a decomposition's domain (singular for inv/solve, not positive-definite for
+    cholesky): torch.linalg.LinAlgError."""
+
+
 def fmt_shapes(*shapes) -> str:
     """Render shapes the same way in every message: ``(2, 3) and (4,)``."""
     return " and ".join(str(tuple(s)) for s in shapes)

@@ -16,7 +16,7 @@ Uses ``safetensors`` (a dependency of torchlean; where it cannot be imported, ``
     >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
     >>> tl.save({"w": tl.ones(2, 3)}, path)
     >>> tl.load(path)["w"].shape
-    (2, 3)
+    torchlean.Size([2, 3])
 """
 
 from __future__ import annotations

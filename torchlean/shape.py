@@ -22,8 +22,49 @@ from .errors import ShapeError
 
 Shape = tuple
 
+
+class Size(tuple):
+    """torch.Size: a tensor's shape, a tuple of ints (``x.shape``, ``x.size()``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, dims=()):
+        out = []
+        for d in dims:
+            if not hasattr(d, "__index__"):
+                raise TypeError(f"Size: expected a sequence of integers, got an element of type {type(d).__name__}")
+            out.append(d.__index__())
+        return tuple.__new__(cls, out)
+
+    def numel(self) -> int:
+        return prod(self)
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
+    def __repr__(self):
+        return f"torchlean.Size({list(self)})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        # Inside f-strings (error messages, logs) a shape reads as the tuple it is: ``(4, 3)``.
+        return format(tuple(self), spec)
+
+
 __all__ = [
-    "Shape", "size", "broadcast_shapes", "broadcast_plan", "check_plan",
+    "Shape", "Size", "size", "broadcast_shapes", "broadcast_plan", "check_plan",
     "reduced_axes", "broadcast_axes", "norm_axis", "norm_axes", "require_ndim", "require_same", "moveaxis_perm",
 ]
 

@@ -13,25 +13,121 @@ runs goes through :func:`torchlean.autograd.record`, which owns the tape bookkee
 from __future__ import annotations
 
 import math
+import weakref
 from numbers import Number
 
 import numpy as np
 
 from . import autograd
-from .autograd import Variable, device_of, enable_grad, is_grad_enabled, no_grad, record
-from .errors import AutogradError, DeviceError, DTypeError, ShapeError, TorchLeanError
+from .autograd import (Variable, device_of, enable_grad, inference_mode, is_grad_enabled, no_grad, record,  # noqa: F401
+                       set_grad_enabled)
+from .errors import AutogradError, DeviceError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
 from .kernels import get_kernels
+from .shape import Size
 
-__all__ = ["Tensor", "abs", "arange", "as_dtype", "bmm", "bool_", "cat", "clamp", "concat", "cos",
-           "enable_grad", "erf", "exp", "flatten", "float32", "float64", "from_dlpack", "from_numpy", "full",
-           "int32", "int64", "is_grad_enabled", "is_tensor", "get_rng_state", "linspace", "log",
-           "log_softmax", "manual_seed", "matmul", "maximum", "mean", "minimum", "no_grad", "ones",
-           "ones_like", "permute", "pow", "rand", "randint", "randn", "randperm", "relu", "reshape",
-           "set_rng_state", "sigmoid", "sin", "softmax", "sqrt", "squeeze", "stack", "sum", "tanh", "tensor",
-           "transpose", "unsqueeze", "where", "zeros", "zeros_like"]
+__all__ = ["Size", "Tensor", "as_dtype", "bool_", "enable_grad", "float32", "float64", "from_dlpack", "from_numpy",
+           "inference_mode", "int32", "int64", "is_grad_enabled", "is_tensor", "log_softmax", "no_grad",
+           "set_grad_enabled", "softmax", "tensor"]
 
 from .dtypes import (DType, as_dtype, bool_, dtype_of, float32, float64, get_default_dtype, int32, int64,  # noqa: F401
                      result_type)
+
+
+def device_name(device) -> str:
+    """``"cpu"`` or ``"cuda"`` from a device string (``"cuda:0"``) or a device object (its ``.type``)."""
+    d = device if isinstance(device, str) else getattr(device, "type", None)
+    idx = getattr(device, "index", None) if not isinstance(device, str) else None
+    if isinstance(d, str) and ":" in d:
+        d, _, i = d.partition(":")
+        idx = int(i) if i.isdigit() else i
+    if d not in ("cpu", "cuda"):
+        raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda' (or 'cuda:0')")
+    if d == "cuda" and idx not in (None, 0):
+        raise DeviceError(f"device {device!r}: only one CUDA device (cuda:0) is used by this backend")
+    return d
+
+
+#: torch's legacy tensor type names (``x.type()``).
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+#: Where an op's recorded name differs from torch's grad_fn name.
+_TORCH_OP_NAMES = {"scale": "mul", "reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max",
+                   "reduce_min": "min", "inv": "reciprocal", "cast": "_toCopy", "to_device": "_toCopy",
+                   "getitem": "index", "linear": "addmm", "linear_nobias": "mm", "concat": "cat",
+                   "broadcast_to": "expand", "matmul": "mm", "log_softmax": "logSoftmax", "softmax": "softmax"}
+
+
+class GradFn:
+    """The recorded op behind a non-leaf tensor; ``name()`` as torch spells it (``MulBackward0``)."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        self.op = op
+
+    def name(self) -> str:
+        op = _TORCH_OP_NAMES.get(self.op, self.op)
+        return "".join(p[:1].upper() + p[1:] for p in op.split("_")) + "Backward0"
+
+    def __repr__(self):
+        return f"<{self.name()}>"
+
+
+class _HookHandle:
+    __slots__ = ("hooks", "fn")
+
+    def __init__(self, hooks, fn):
+        self.hooks, self.fn = hooks, fn
+
+    def remove(self):
+        if self.fn in self.hooks:
+            self.hooks.remove(self.fn)
+
+
+def _format_values(a: np.ndarray) -> str:
+    """The values as torch prints them: 4 decimals, integral floats as ``1.``, scientific notation
+    for wide ranges, one width per tensor, summarised beyond 1000 elements."""
+    summarize = a.size > 1000
+    if a.dtype.kind == "b":
+        fmt = lambda v: "True" if v else "False"  # noqa: E731
+    elif a.dtype.kind in "iu":
+        fmt = str
+    else:
+        finite = np.abs(a[np.isfinite(a)]).astype(np.float64) if a.size else np.zeros(0)
+        nz = finite[finite != 0]
+        if finite.size and np.all(finite == np.round(finite)) and (nz.size == 0 or nz.max() < 1e8):
+            fmt = lambda v: f"{v:.0f}." if np.isfinite(v) else str(float(v)).replace("inf", "inf")  # noqa: E731
+        elif nz.size and (nz.max() / nz.min() > 1000 or nz.max() >= 1e8 or nz.min() < 1e-4):
+            fmt = lambda v: f"{v:.4e}"  # noqa: E731
+        else:
+            fmt = lambda v: f"{v:.4f}"  # noqa: E731
+    sample = a if not summarize else np.concatenate([a.reshape(-1)[:3], a.reshape(-1)[-3:]])
+    width = max((len(fmt(v)) for v in sample.reshape(-1)), default=0)
+    return np.array2string(a, separator=", ", formatter={"all": lambda v: fmt(v).rjust(width)},
+                           threshold=1000, edgeitems=3, max_line_width=80, prefix="tensor(")
+
+
+def format_tensor(t) -> str:
+    """torch's repr: ``tensor([1., 2.], requires_grad=True)``, the dtype when not the default one for
+    its kind, the device when not the CPU, ``grad_fn=<...>`` for a recorded result."""
+    v = t._host()
+    body = _format_values(v)
+    extra = []
+    if t.device == "cuda":
+        extra.append("device='cuda:0'")
+    d = t.dtype
+    if v.size == 0 and v.ndim > 1:
+        extra.append(f"size={tuple(v.shape)}")
+    if d not in (get_default_dtype(), int64, bool_):
+        extra.append(f"dtype=torchlean.{d.name}")
+    if t._tape is not None:
+        extra.append(f"grad_fn={t.grad_fn!r}")
+    elif t.requires_grad:
+        extra.append("requires_grad=True")
+    return "tensor(" + body + "".join(", " + e for e in extra) + ")"
 
 
 # ---- Tensor ---------------------------------------------------------------------------------
@@ -53,8 +149,8 @@ class Tensor(Variable):
 
     # -- basic properties ------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return tuple(self._value.shape)
+    def shape(self) -> Size:
+        return tuple.__new__(Size, self._value.shape)
 
     @property
     def dtype(self) -> DType:
@@ -65,23 +161,48 @@ class Tensor(Variable):
         return device_of(self._value)
 
     @property
+    def is_cuda(self) -> bool:
+        return device_of(self._value) == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return device_of(self._value) == "cpu"
+
+    @property
     def ndim(self) -> int:
         return self._value.ndim
 
-    def dim(self) -> int:
-        return self._value.ndim
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        if dim is None:
+            return tuple.__new__(Size, self._value.shape)
+        nd = self._value.ndim
+        if not -max(nd, 1) <= dim < max(nd, 1) or nd == 0:
+            raise IndexRangeError(f"size: dimension {dim} out of range for a tensor with {nd} dimensions")
+        return int(self._value.shape[dim])
 
-    def numel(self) -> int:
-        return int(self._value.size)
+
+    def is_floating_point(self) -> bool:
+        return self._value.dtype.kind == "f"
+
+    def is_complex(self) -> bool:
+        return False
+
 
     def __len__(self):
-        if not self.shape:
+        if not self._value.ndim:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        return int(self._value.shape[0])
 
+    def __iter__(self):
+        if not self._value.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(int(self._value.shape[0])))
+
+    def __contains__(self, item):
+        return bool((self == item).any()) if isinstance(item, (Tensor, Number)) else False
+
+    # -- autograd state --------------------------------------------------------------------------
     @property
     def is_leaf(self) -> bool:
         return self._tape is None
@@ -100,32 +221,104 @@ class Tensor(Variable):
 
     @property
     def data(self) -> "Tensor":
-        return Tensor(self._value)
+        """The values as a tensor outside autograd (sharing memory; writes to it are not tracked)."""
+        t = Tensor(self._value)
+        t._untracked = True
+        return t
 
     @data.setter
     def data(self, other):
         self._value = other._value if isinstance(other, Tensor) else other
 
     @property
-    def T(self):
-        if self.ndim != 2:
-            raise ShapeError(f"T: expects a 2-D tensor, got shape {self.shape}")
-        return self.transpose(0, 1)
+    def _version(self) -> int:
+        return getattr(self, "_vc", 0)
+
+    @property
+    def grad_fn(self):
+        """The recorded op that made this tensor (None for a leaf), with torch's ``name()``."""
+        if self._tape is None:
+            return None
+        tape, i = autograd.resolve(self)
+        return GradFn(tape.nodes[i].name or "op")
+
+    def requires_grad_(self, requires_grad=True) -> "Tensor":
+        if not self.is_leaf:
+            if not requires_grad:
+                raise AutogradError("requires_grad_: you can only change requires_grad flags of leaf variables "
+                                    "(use detach())")
+            return self
+        if requires_grad and self._value.dtype.kind != "f":
+            raise DTypeError(f"requires_grad_: only floating-point tensors can require gradients, got "
+                             f"{self.dtype.name}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+
+    def detach_(self) -> "Tensor":
+        self._tape, self._id, self.requires_grad = None, -1, False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf's gradient in ``.grad`` at the next backward (a no-op on a leaf)."""
+        if self._tape is None:
+            return
+        if not self.requires_grad:
+            raise AutogradError("retain_grad: can't retain_grad on a tensor that has requires_grad=False")
+        tape, i = autograd.resolve(self)
+        tape.retained[i] = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        if self._tape is None:
+            return False
+        tape, i = autograd.resolve(self)
+        return i in tape.retained
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns replaces the
+        gradient. Returns a handle whose ``remove()`` unregisters it."""
+        if not self.requires_grad:
+            raise AutogradError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+
+        def on_array(g):
+            r = hook(Tensor(g))
+            return None if r is None else r._value
+
+        if self._tape is None:
+            try:
+                hooks = self._hooks
+            except AttributeError:
+                hooks = self._hooks = []
+        else:
+            tape, i = autograd.resolve(self)
+            hooks = tape.hooks.setdefault(i, [])
+        hooks.append(on_array)
+        return _HookHandle(hooks, on_array)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every reachable leaf's ``.grad`` (PyTorch semantics)."""
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs)
 
     # -- conversion ------------------------------------------------------------------------------
-    def numpy(self) -> np.ndarray:
-        """A host copy of the values (NumPy)."""
-        if self.device == "cpu":
-            return np.array(self._value, copy=True)
+    def numpy(self, force=False) -> np.ndarray:
+        """The values as a NumPy array: the tensor's own buffer on the CPU (shared memory, as torch's),
+        a host copy of a CUDA tensor."""
+        if device_of(self._value) == "cpu":
+            return self._value
         return get_kernels("cuda").to_host(self._value)
+
+    def _host(self) -> np.ndarray:
+        v = self._value
+        return v if device_of(v) == "cpu" else get_kernels("cuda").to_host(v)
 
     def item(self):
         if self.numel() != 1:
-            raise ShapeError(f"item: tensor of shape {self.shape} has {self.numel()} elements, not 1")
-        return self.numpy().reshape(()).item()
+            raise ShapeError(f"item: a tensor with {self.numel()} elements cannot be converted to a Python number")
+        return self._host().reshape(()).item()
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self._host().tolist()
 
     def __float__(self):
         return float(self.item())
@@ -133,11 +326,23 @@ class Tensor(Variable):
     def __int__(self):
         return int(self.item())
 
+    def __index__(self):
+        if self._value.dtype.kind not in "iub" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
     def __bool__(self):
+        if self.numel() != 1:
+            raise ShapeError(f"Boolean value of a tensor with {self.numel()} values is ambiguous")
         return bool(self.item())
 
+    def __format__(self, spec):
+        if self._value.ndim == 0 or (spec and self.numel() == 1):
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
+        a = self._host()
         return a if dtype is None else a.astype(dtype)
 
     def __dlpack__(self, **kw):
@@ -146,26 +351,55 @@ class Tensor(Variable):
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()
 
-    def to(self, device=None, dtype=None) -> "Tensor":
-        """Copy to ``device`` and/or cast to ``dtype``; differentiable (a recorded op)."""
-        if isinstance(device, (np.dtype, type)) and dtype is None:
-            device, dtype = None, device
+    def to(self, *args, **kwargs) -> "Tensor":
+        """torch's overloads: ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)``; differentiable."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        copy = kwargs.pop("copy", False)
+        if kwargs:
+            raise TorchLeanError(f"to: unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, (DType, np.dtype)) or (isinstance(a, type) and a in (float, int, bool)) or \
+                    (isinstance(a, type) and issubclass(a, np.generic)):
+                dtype = a
+            elif a is not None:
+                device = a
         out = self
         if dtype is not None:
             dtype = as_dtype(dtype)
             if dtype != self.dtype:
                 out = record("cast", (out,), {"dtype": dtype.name})
-        if device is not None and device != out.device:
-            if device not in ("cpu", "cuda"):
-                raise DeviceError(f"to: unknown device {device!r}; expected 'cpu' or 'cuda'")
-            out = record("to_device", (out,), {"device": device})
+        if device is not None:
+            device = device_name(device)
+            if device != out.device:
+                out = record("to_device", (out,), {"device": device})
+        if copy and out is self:
+            out = self.clone()
         return out
+
+    def type(self, dtype=None, non_blocking=False):
+        """With no dtype, torch's type string (``'torch.FloatTensor'``); else a cast."""
+        if dtype is None:
+            name = _TYPE_NAMES.get(self.dtype.name, "Tensor")
+            return f"torch.cuda.{name}" if self.device == "cuda" else f"torch.{name}"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            inv = {v: k for k, v in _TYPE_NAMES.items()}
+            dtype = inv.get(dtype.rsplit(".", 1)[-1])
+            if dtype is None:
+                raise DTypeError("type: unknown tensor type string")
+        return self.to(dtype=dtype)
+
+    def type_as(self, other) -> "Tensor":
+        return self.to(dtype=other.dtype)
 
     def cpu(self):
         return self.to("cpu")
 
-    def cuda(self):
-        return self.to("cuda")
+    def cuda(self, device=None, non_blocking=False):
+        return self.to("cuda" if device is None else device)
 
     def float(self):
         return self.to(dtype=float32)
@@ -173,252 +407,58 @@ class Tensor(Variable):
     def double(self):
         return self.to(dtype=float64)
 
+    def half(self):
+        return self.to(dtype="float16")
+
+    def bfloat16(self):
+        return self.to(dtype="bfloat16")
+
     def long(self):
         return self.to(dtype=int64)
 
-    def detach(self) -> "Tensor":
-        return Tensor(self._value)
+    def int(self):
+        return self.to(dtype=int32)
 
-    def clone(self) -> "Tensor":
-        return record("scale", (self,), {"c": 1.0}) if self.dtype.kind == "f" else Tensor(self._value.copy())
+    def short(self):
+        return self.to(dtype="int16")
 
-    def requires_grad_(self, flag=True) -> "Tensor":
-        if not self.is_leaf:
-            raise AutogradError("requires_grad_: only leaf tensors can change requires_grad")
-        if flag and self.dtype.kind != "f":
-            raise DTypeError(f"requires_grad_: only float tensors can require gradients, got {self.dtype}")
-        self.requires_grad = bool(flag)
-        return self
+    def char(self):
+        return self.to(dtype="int8")
 
-    def zero_(self):
-        get_kernels(self.device).fill(self._value, 0)
-        return self
+    def byte(self):
+        return self.to(dtype="uint8")
+
+    def bool(self):
+        return self.to(dtype=bool_)
+
 
     def __repr__(self):
-        extra = "" if self.device == "cpu" else ", device='cuda'"
-        if self._tape is not None:
-            extra += ", grad_fn=<recorded>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        body = np.array2string(self.numpy(), separator=", ", precision=4)
-        return f"tensor({body}{extra}, dtype={self.dtype.name})"
+        return format_tensor(self)
 
-    # -- autograd --------------------------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) into every reachable leaf's ``.grad`` (PyTorch semantics)."""
-        autograd.backward(self, gradient, retain_graph)
+    __str__ = __repr__
 
     # -- operators -------------------------------------------------------------------------------
-    def __add__(self, o):
-        return _binary("add", self, o)
 
-    def __radd__(self, o):
-        return _binary("add", o, self)
-
-    def __sub__(self, o):
-        return _binary("sub", self, o)
-
-    def __rsub__(self, o):
-        return _binary("sub", o, self)
-
-    def __mul__(self, o):
-        if type(o) is Tensor:
-            return _binary("mul", self, o)
-        if isinstance(o, Number) and not isinstance(o, bool) and self.dtype.kind == "f":
-            return record("scale", (self,), {"c": float(o)})
-        return _binary("mul", self, o)
-
-    def __rmul__(self, o):
-        return self.__mul__(o)
-
-    def __truediv__(self, o):
-        return _binary("div", self, o)
-
-    def __rtruediv__(self, o):
-        return _binary("div", o, self)
-
-    def __matmul__(self, o):
-        return matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return matmul(o, self)
-
-    def __neg__(self):
-        return record("neg", (self,), {})
-
-    def __pow__(self, p):
-        if isinstance(p, Tensor):
-            raise TorchLeanError("pow: only a scalar exponent is supported (x ** number)")
-        return record("pow", (self,), {"exponent": float(p) if not float(p).is_integer() else int(p)})
-
-    def __rpow__(self, base):
-        if not isinstance(base, Number) or base <= 0:
-            raise TorchLeanError(f"pow: base {base!r} ** tensor needs a positive scalar base")
-        return (self * math.log(base)).exp()
-
-    def _cmp(self, o, op):
-        return record("compare", (self, _as_tensor(o, self)), {"op": op})
-
-    def __lt__(self, o):
-        return self._cmp(o, "lt")
-
-    def __le__(self, o):
-        return self._cmp(o, "le")
-
-    def __gt__(self, o):
-        return self._cmp(o, "gt")
-
-    def __ge__(self, o):
-        return self._cmp(o, "ge")
-
-    def __eq__(self, o):
-        return self._cmp(o, "eq")
-
-    def __ne__(self, o):
-        return self._cmp(o, "ne")
 
     __hash__ = object.__hash__
 
-    def __getitem__(self, index):
-        if isinstance(index, Tensor):
-            return _advanced_index(self, index)
-        if isinstance(index, (list, np.ndarray)):
-            return _advanced_index(self, Tensor(np.asarray(index)))
-        if not isinstance(index, tuple):
-            index = (index,)
-        for i in index:
-            if isinstance(i, (Tensor, list, np.ndarray)):
-                raise TorchLeanError("getitem: advanced indexing is supported only as a single int index tensor")
-        index = tuple(int(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else i for i in index)
-        return record("getitem", (self,), {"index": index})
 
     # -- reductions ------------------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False):
-        if dim is None and not keepdim:
-            return record("sum", (self,), {})
-        return record("reduce_sum", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
 
-    def mean(self, dim=None, keepdim=False):
-        if dim is None and self.ndim == 0:  # reduce_mean needs an axis; the mean of one entry is itself
-            return record("sum", (self,), {})
-        return record("reduce_mean", (self,), {"axis": _dims(dim, self.ndim), "keepdim": keepdim})
-
-    def max(self, dim=None, keepdim=False):
-        if dim is None:
-            return record("reduce_max", (self.reshape(-1),), {"axis": 0})
-        return record("reduce_max", (self,), {"axis": dim, "keepdim": keepdim})
-
-    def min(self, dim=None, keepdim=False):
-        if dim is None:
-            return record("reduce_min", (self.reshape(-1),), {"axis": 0})
-        return record("reduce_min", (self,), {"axis": dim, "keepdim": keepdim})
-
-    def argmax(self, dim=None, keepdim=False):
-        return record("argmax", (self,), {"axis": dim, "keepdim": keepdim})
-
-    def argmin(self, dim=None, keepdim=False):
-        return record("argmin", (self,), {"axis": dim, "keepdim": keepdim})
 
     # -- shape -----------------------------------------------------------------------------------
-    def reshape(self, *shape):
-        shape = _resolve_shape(_shape_args(shape), self.numel(), "reshape")
-        if shape == self.shape:
-            return self
-        return record("reshape", (self,), {"shape": shape})
 
-    view = reshape
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        if self.ndim == 0:
-            return self.reshape(1)
-        return record("flatten", (self,), {"start_dim": start_dim, "end_dim": end_dim})
-
-    def transpose(self, dim0, dim1):
-        return record("transpose", (self,), {"dim0": dim0, "dim1": dim1})
-
-    def permute(self, *dims):
-        return record("permute", (self,), {"dims": tuple(_shape_args(dims))})
-
-    def unsqueeze(self, dim):
-        return record("unsqueeze", (self,), {"dim": dim})
-
-    def squeeze(self, dim=None):
-        return record("squeeze", (self,), {"dim": dim})
-
-    def expand(self, *sizes):
-        sizes = _shape_args(sizes)
-        lead = len(sizes) - self.ndim
-        if lead < 0:
-            raise ShapeError(f"expand: {len(sizes)} sizes for a tensor with {self.ndim} axes")
-        shape = tuple(self.shape[j - lead] if (s == -1 and j >= lead) else s for j, s in enumerate(sizes))
-        return self.broadcast_to(shape)
-
-    def broadcast_to(self, shape):
-        shape = tuple(_shape_args((shape,)))
-        if shape == self.shape:
-            return self
-        return record("broadcast_to", (self,), {"shape": shape})
-
-    def expand_as(self, other):
-        return self.broadcast_to(other.shape)
-
-    def contiguous(self):
-        return self
 
     # -- elementwise -----------------------------------------------------------------------------
-    def relu(self):
-        return record("relu", (self,), {})
 
-    def sigmoid(self):
-        return record("sigmoid", (self,), {})
 
-    def tanh(self):
-        return record("tanh", (self,), {})
+    def softmax(self, dim=-1, dtype=None):
+        x = self if dtype is None else self.to(dtype=dtype)
+        return record("softmax", (_float_only("softmax", x),), {"axis": dim})
 
-    def exp(self):
-        return record("exp", (self,), {})
-
-    def log(self):
-        return record("log", (self,), {})
-
-    def sqrt(self):
-        return record("sqrt", (self,), {})
-
-    def abs(self):
-        return record("abs", (self,), {})
-
-    def erf(self):
-        return record("erf", (self,), {})
-
-    def sin(self):
-        return record("sin", (self,), {})
-
-    def cos(self):
-        return record("cos", (self,), {})
-
-    def neg(self):
-        return -self
-
-    def reciprocal(self):
-        return record("inv", (self,), {})
-
-    def pow(self, p):
-        return self ** p
-
-    def clamp(self, min=None, max=None):  # noqa: A002 - PyTorch's names
-        return record("clamp", (self,), {"lo": None if min is None else float(min),
-                                        "hi": None if max is None else float(max)})
-
-    clip = clamp
-
-    def softmax(self, dim=-1):
-        return record("softmax", (self,), {"axis": dim})
-
-    def log_softmax(self, dim=-1):
-        return record("log_softmax", (self,), {"axis": dim})
-
-    def matmul(self, o):
-        return matmul(self, o)
+    def log_softmax(self, dim=-1, dtype=None):
+        x = self if dtype is None else self.to(dtype=dtype)
+        return record("log_softmax", (_float_only("log_softmax", x),), {"axis": dim})
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -492,47 +532,10 @@ def _float_only(op: str, x: Tensor) -> Tensor:
     return x
 
 
-def _promote(a, b, op):
-    """Both tensors in their promoted dtype (torch's result_type)."""
-    dt = result_type(a, b)
-    return a.to(dtype=dt), b.to(dtype=dt)
-
-
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     return tuple(int(s) for s in shape)
-
-
-def _resolve_shape(shape, n, op):
-    if shape.count(-1) > 1:
-        raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
-    if -1 in shape:
-        known = math.prod(s for s in shape if s != -1)
-        if known == 0 or n % known:
-            raise ShapeError(f"{op}: cannot infer -1 in {shape} for {n} elements")
-        shape = tuple(n // known if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or math.prod(shape) != n:
-        raise ShapeError(f"{op}: cannot reshape {n} elements into {shape}")
-    return shape
-
-
-def _dims(dim, ndim):
-    if dim is None:
-        return tuple(range(ndim))
-    return tuple(dim) if isinstance(dim, (tuple, list)) else dim
-
-
-def _advanced_index(x: Tensor, idx: Tensor) -> Tensor:
-    if idx.dtype.kind == "b":
-        raise TorchLeanError("getitem: boolean mask indexing is not supported; use tl.where")
-    if idx.dtype.kind not in "iu":
-        raise DTypeError(f"getitem: index tensor must be integer, got {idx.dtype}")
-    host = idx.numpy()
-    if host.ndim == 1:
-        return record("index_select", (x,), {"axis": 0, "indices": host})
-    flat = record("index_select", (x,), {"axis": 0, "indices": host.reshape(-1)})
-    return flat.reshape(host.shape + x.shape[1:])
 
 
 # ---- creation -------------------------------------------------------------------------------
@@ -573,48 +576,6 @@ def from_dlpack(obj) -> Tensor:
     return Tensor(get_kernels("cpu" if dev == 1 else "cuda").from_dlpack(obj))  # 1: kDLCPU
 
 
-def _creation(fill):
-    def make(*shape, dtype=None, device="cpu", requires_grad=False):
-        shape = _shape_args(shape)
-        dt = as_dtype(dtype) or float32
-        K = get_kernels(device) if device in ("cpu", "cuda") else None
-        if K is None:
-            raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
-        return Tensor(K.full(shape, fill, dt), requires_grad=requires_grad)
-    return make
-
-
-zeros = _creation(0)
-ones = _creation(1)
-
-
-def full(shape, value, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    shape = _shape_args((shape,)) if not isinstance(shape, int) else (shape,)
-    dt = as_dtype(dtype) or (float32 if isinstance(value, float) else np.dtype(type(value)) if isinstance(value, bool)
-                             else int64 if isinstance(value, int) else float32)
-    return Tensor(get_kernels(device).full(shape, value, dt), requires_grad=requires_grad)
-
-
-def zeros_like(t: Tensor, dtype=None, requires_grad=False) -> Tensor:
-    return zeros(*t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
-
-
-def ones_like(t: Tensor, dtype=None, requires_grad=False) -> Tensor:
-    return ones(*t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
-
-
-def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
-    if end is None:
-        start, end = 0, start
-    a = np.arange(start, end, step)
-    dt = as_dtype(dtype) or (int64 if a.dtype.kind in "iu" else float32)
-    return _place(a.astype(dt), device, False)
-
-
-def linspace(start, end, steps, dtype=None, device="cpu") -> Tensor:
-    return _place(np.linspace(start, end, steps).astype(as_dtype(dtype) or float32), device, False)
-
-
 # ---- random numbers: counter-based, the same on every device --------------------------------
 
 class _RNG:
@@ -650,142 +611,15 @@ def next_rng_key():
     return _RNG.next()
 
 
-def rand(*shape, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    s, c = _RNG.next()
-    dt = as_dtype(dtype) or float32
-    return Tensor(get_kernels(device).rand_uniform(_shape_args(shape), s, c, dt), requires_grad=requires_grad)
-
-
-def randn(*shape, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    s, c = _RNG.next()
-    dt = as_dtype(dtype) or float32
-    return Tensor(get_kernels(device).randn(_shape_args(shape), s, c, dt), requires_grad=requires_grad)
-
-
-def randint(low, high=None, size=(), device="cpu") -> Tensor:
-    if high is None:
-        low, high = 0, low
-    s, c = _RNG.next()
-    u = get_kernels("cpu").rand_uniform(tuple(size), s, c, np.float64)
-    return _place((low + np.floor(u * (high - low))).astype(np.int64), device, False)
-
-
-def randperm(n, device="cpu") -> Tensor:
-    s, c = _RNG.next()
-    u = get_kernels("cpu").rand_uniform((n,), s, c, np.float64)
-    return _place(np.argsort(u, kind="stable").astype(np.int64), device, False)
-
-
 # ---- function forms -------------------------------------------------------------------------
 
-def cat(tensors, dim=0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise ShapeError("concat: needs at least one tensor")
-    return record("concat", tuple(tensors), {"axis": dim})
+
+def softmax(x, dim=-1, dtype=None):
+    return x.softmax(dim, dtype)
 
 
-concat = cat
-
-
-def stack(tensors, dim=0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise ShapeError("stack: needs at least one tensor")
-    return record("stack", tuple(tensors), {"axis": dim})
-
-
-def matmul(a, b) -> Tensor:
-    if not isinstance(a, Tensor):
-        a = _as_tensor(a, b)
-    if not isinstance(b, Tensor):
-        b = _as_tensor(b, a)
-    return record("matmul", (a, b), {})
-
-
-def bmm(a, b) -> Tensor:
-    return record("bmm", (a, b), {})
-
-
-def where(cond, a, b) -> Tensor:
-    ref = a if isinstance(a, Tensor) else b
-    if not isinstance(ref, Tensor):
-        raise TorchLeanError("where: at least one of a, b must be a Tensor")
-    a, b = _as_tensor(a, ref), _as_tensor(b, ref)
-    if a.dtype != b.dtype:
-        a, b = _promote(a, b, "where")
-    c = cond._value if isinstance(cond, Tensor) else np.asarray(cond)
-    if c.dtype != np.bool_:
-        c = c != 0
-    return record("where", (a, b), {"cond": c})
-
-
-def maximum(a, b) -> Tensor:
-    return _binary("maximum", a, b)
-
-
-def minimum(a, b) -> Tensor:
-    return _binary("minimum", a, b)
-
-
-def _unary_fn(name):
-    def f(x):
-        return getattr(x, name)()
-    f.__name__ = name
-    f.__doc__ = f"Function form of :meth:`Tensor.{name}`."
-    return f
-
-
-exp, log, sqrt, abs, sin, cos, erf = (_unary_fn(n) for n in ("exp", "log", "sqrt", "abs", "sin", "cos", "erf"))  # noqa: A001
-relu, sigmoid, tanh = (_unary_fn(n) for n in ("relu", "sigmoid", "tanh"))
-
-
-def sum(x, dim=None, keepdim=False):  # noqa: A001
-    return x.sum(dim, keepdim)
-
-
-def mean(x, dim=None, keepdim=False):
-    return x.mean(dim, keepdim)
-
-
-def clamp(x, min=None, max=None):  # noqa: A002
-    return x.clamp(min, max)
-
-
-def softmax(x, dim=-1):
-    return x.softmax(dim)
-
-
-def log_softmax(x, dim=-1):
-    return x.log_softmax(dim)
-
-
-def flatten(x, start_dim=0, end_dim=-1):
-    return x.flatten(start_dim, end_dim)
-
-
-def reshape(x, *shape):
-    return x.reshape(*shape)
-
-
-def transpose(x, d0, d1):
-    return x.transpose(d0, d1)
-
-
-def permute(x, *dims):
-    return x.permute(*dims)
-
-
-def unsqueeze(x, dim):
-    return x.unsqueeze(dim)
-
-
-def squeeze(x, dim=None):
-    return x.squeeze(dim)
-
-
-def pow(x, p):  # noqa: A001
-    return x ** p
+def log_softmax(x, dim=-1, dtype=None):
+    return x.log_softmax(dim, dtype)
 
 
 def is_tensor(x) -> bool:
@@ -793,3 +627,4 @@ def is_tensor(x) -> bool:
 
 
 autograd.set_result_class(Tensor)
+

@@ -70,7 +70,7 @@ def _accumulate(nodes, grads, owned, p, c, op):
         owned.add(p)
 
 
-def sweep(nodes, grads, start, keep=(), at=None) -> None:
+def sweep(nodes, grads, start, keep=(), at=None, hooks=None) -> None:
     """Reverse accumulation over ``nodes[start], ..., nodes[0]``: the one backward loop, of the
     tape and of compiled IR programs.
 
@@ -81,7 +81,8 @@ def sweep(nodes, grads, start, keep=(), at=None) -> None:
     shape-checked against the parent's value; parents with ``requires_grad=False`` receive
     nothing. With a dict, every gradient not in ``keep`` is freed as soon as its node has
     consumed it. ``at`` (a one-element list), when given, holds the id of the node whose backward
-    runs, so that a caller can name the node an error came from.
+    runs, so that a caller can name the node an error came from. ``hooks`` (node id -> functions of the
+    gradient returning a replacement or None) run on a node's gradient once it is complete.
     """
     owned = set()
     is_dict = isinstance(grads, dict)
@@ -89,6 +90,12 @@ def sweep(nodes, grads, start, keep=(), at=None) -> None:
         g = grads.get(i) if is_dict else grads[i]
         if g is None:
             continue
+        if hooks is not None and i in hooks:
+            for h in hooks[i]:
+                g2 = h(g)
+                if g2 is not None:
+                    g = g2
+            grads[i] = g
         node = nodes[i]
         if node.requires_grad and (node.rule is not None or node._bwd is not None):
             if at is not None:

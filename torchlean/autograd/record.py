@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 from ..errors import AutogradError, ShapeError
 from ..kernels import get_kernels
 from .dispatch import device_of, forward_op
+from .node import sweep
 from .tape import Node, Tape
 
 
@@ -35,7 +37,11 @@ class Variable:
     """The autograd state of a front-end tensor: its value, the tape and node id it was recorded
     as (None and -1 for a leaf), whether it requires grad, and its accumulated gradient."""
 
-    __slots__ = ("_value", "_tape", "_id", "requires_grad", "_grad", "__weakref__")
+    __slots__ = ("_value", "_tape", "_id", "requires_grad", "_grad", "__weakref__",
+                 # Set only when used (reading an unset one means its default): the in-place write count
+                 # (0), the (tensor, index) a basic-index result was read from (None), the gradient hooks
+                 # of a leaf ([]), and whether the value aliases another tensor's through ``.data`` (False).
+                 "_vc", "_base", "_hooks", "_untracked")
 
 
 #: The class :func:`record` gives its results (the front end's Tensor, see :func:`set_result_class`).
@@ -52,7 +58,9 @@ def set_result_class(cls) -> None:
 class _State(threading.local):
     def __init__(self):
         self.grad_enabled = True
+        self.inference = False
         self.tracer = None
+        self.tapes = []                  # weak references to the tapes: an in-place write checks what they saved
 
 
 _state = _State()
@@ -89,6 +97,36 @@ class enable_grad(_GradMode):
     enabled = True
 
 
+class set_grad_enabled(_GradMode):
+    """Grad mode ``mode`` inside (context manager and decorator); as a plain call it sets grad mode
+    for the thread, as torch's does."""
+
+    def __init__(self, mode: bool):
+        self.enabled = bool(mode)
+        self._prev = _state.grad_enabled
+        _state.grad_enabled = self.enabled
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self._prev
+        return False
+
+
+class inference_mode(_GradMode):
+    """``no_grad`` (context manager and decorator); ``inference_mode(False)`` records as usual. Tensors
+    made inside are ordinary tensors here (torch marks them as inference tensors)."""
+
+    def __init__(self, mode: bool = True):
+        self.enabled = not mode
+
+    def __call__(self, fn=None):
+        if fn is None or not callable(fn):
+            return self
+        return super().__call__(fn)
+
+
 @contextlib.contextmanager
 def tracing(tracer):
     """Call ``tracer(op, inputs, attrs, out)`` for every op this thread records, in any grad mode."""
@@ -114,6 +152,12 @@ class GraphTape(Tape):
         self.leaf_of: dict = {}         # id(Variable) -> node id
         self.merged_into = None
         self.merge_offset = 0
+        self.hooks: dict = {}           # node id -> gradient hooks (array -> array or None)
+        self.retained: dict = {}        # node id -> weakref of a non-leaf whose .grad is kept
+        tapes = _state.tapes
+        tapes.append(weakref.ref(self))
+        if len(tapes) % 256 == 0:  # drop the dead references now and then
+            tapes[:] = [r for r in tapes if r() is not None]
 
     def leaf_id(self, t: Variable) -> int:
         nid = self.leaf_of.get(id(t))
@@ -132,6 +176,11 @@ class GraphTape(Tape):
         for nid, t in other.leaves:
             self.leaves.append((nid + off, t))
             self.leaf_of.setdefault(id(t), nid + off)
+        for nid, fns in other.hooks.items():
+            self.hooks.setdefault(nid + off, []).extend(fns)
+        self.retained.update({nid + off: r for nid, r in other.retained.items()})
+        other.hooks = {}
+        other.retained = {}
         other.nodes = []
         other.leaves = []
         other.leaf_of = {}
@@ -224,6 +273,12 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
     needs = tuple([t.requires_grad for t in inputs])
     if True not in needs or rule is None:
         return out
+    return attach(out, inputs, Node(op, y, True, (), None, None, rule, K, saved, needs))
+
+
+def attach(out: Variable, inputs, node: Node) -> Variable:
+    """Record ``out`` as ``node`` (its parents set here) on the tape of ``inputs``, merging their tapes
+    or opening one: the general path of :func:`record`, and how a custom Function records."""
     target = None
     for t in inputs:
         if t.requires_grad:
@@ -262,51 +317,246 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
             i = _constant_id(nodes, t)
         ids.append(i)
     out._id = len(nodes)
-    nodes.append(Node(op, y, True, tuple(ids), None, None, rule, K, saved, needs))
+    node.parents = tuple(ids)
+    nodes.append(node)
     out._tape = target
     out.requires_grad = True
     return out
 
 
-# ---- backward -------------------------------------------------------------------------------
+# ---- in-place writes ------------------------------------------------------------------------
+
+class _Stale:
+    """The rule of a node whose saved value was overwritten in place: its backward raises, naming both ops."""
+
+    def __init__(self, op, writer, shape):
+        self.op, self.writer, self.shape = op, writer, shape
+
+    def backward(self, K, saved, g, needs):
+        raise AutogradError(f"backward: one of the tensors needed for the gradient of {self.op} (shape "
+                            f"{self.shape}) has been modified by an in-place operation ({self.writer}); "
+                            f"clone it before writing, or write under no_grad after backward")
+
+
+def _refers(saved, v, depth=0) -> bool:
+    """Whether ``saved`` (an array, or tuples/lists of them) holds ``v`` or a view of ``v``'s buffer."""
+    if saved is None:
+        return False
+    if isinstance(saved, (tuple, list)):
+        return depth < 3 and any(_refers(s, v, depth + 1) for s in saved)
+    if saved is v:
+        return True
+    b = getattr(saved, "base", None)
+    return b is not None and (b is v or b is getattr(v, "base", v))
+
+
+def _detach_saved(saved, v, depth=0):
+    """``saved`` with every array that holds ``v``'s buffer replaced by a copy."""
+    if isinstance(saved, tuple) and depth < 3:
+        return tuple(_detach_saved(s, v, depth + 1) for s in saved)
+    if isinstance(saved, list) and depth < 3:
+        return [_detach_saved(s, v, depth + 1) for s in saved]
+    return saved.copy() if _refers(saved, v) else saved
+
+
+def mark_written(t: Variable, op: str, writer: Variable | None = None) -> None:
+    """Note that ``t``'s buffer is about to be overwritten by in-place op ``op``: its version counter
+    goes up, and every live recorded node that saved the buffer for its backward is marked, so that
+    a backward through it raises :class:`AutogradError` naming the op instead of using the new values
+    (torch's saved-tensor version check). ``writer``, the recorded result the write comes from, keeps
+    copies of what it saved instead (``x.mul_(y)`` needs the old ``x`` for ``y``'s gradient)."""
+    t._vc = getattr(t, "_vc", 0) + 1
+    v = t._value
+    own = None
+    if writer is not None and writer._tape is not None:
+        tape, i = resolve(writer)
+        own = tape.nodes[i]
+        if own.rule is not None and _refers(own.saved, v):
+            own.saved = _detach_saved(own.saved, v)
+    for ref in list(_state.tapes):
+        tape = ref()
+        if tape is None or tape.released or tape.merged_into is not None:
+            continue
+        for n in tape.nodes:
+            if n is not own and n.rule is not None and not isinstance(n.rule, _Stale) and _refers(n.saved, v):
+                n.rule = _Stale(n.name, op, tuple(v.shape))
+
 
 def accumulate_grad(t: Variable, g) -> None:
-    """Add gradient array ``g`` to ``t.grad`` (a new array: a gradient may be shared between leaves)."""
+    """Add gradient array ``g`` to ``t.grad`` (a new array: a gradient may be shared between leaves),
+    after ``t``'s hooks."""
+    for h in getattr(t, "_hooks", ()):
+        g2 = h(g)
+        if g2 is not None:
+            g = g2
     t._grad = wrap(g) if t._grad is None else wrap(t._grad._value + g)
 
 
-def backward(t: Variable, gradient=None, retain_graph: bool = False) -> None:
-    """Accumulate d(t)/d(leaf) into every reachable leaf's ``.grad`` (PyTorch semantics).
+def _seeds(op, outputs, grad_outputs):
+    """``[(output, seed array)]`` after torch's checks (one-element outputs may omit their seed)."""
+    out = []
+    for k, (t, g) in enumerate(zip(outputs, grad_outputs)):
+        shape = tuple(t._value.shape)
+        K = get_kernels(device_of(t._value))
+        if not t.requires_grad:
+            raise AutogradError(f"{op}: element {k} of the outputs does not require grad and has no recorded "
+                                f"graph")
+        if g is None:
+            if t._value.size != 1:
+                raise AutogradError(f"{op}: grad can be implicitly created only for scalar outputs; this tensor "
+                                    f"has shape {shape} (pass a gradient)")
+            seed = K.full(shape, 1.0, t._value.dtype)
+        else:
+            seed = g._value if isinstance(g, Variable) else K.from_host(g, t._value.dtype)
+            if tuple(seed.shape) != shape:
+                raise ShapeError(f"{op}: gradient shape {tuple(seed.shape)} does not match output shape {shape}")
+        out.append((t, seed))
+    return out
 
-    ``gradient`` is the seed (a Variable or an array-like of ``t``'s shape); None for a
-    one-element ``t``. Without ``retain_graph`` the tape is released afterwards.
+
+def _sweep_from(op, pairs, keep_of):
+    """Reverse accumulation from several seeded outputs on one tape. ``keep_of(tape)`` gives the node ids
+    whose gradients to return. Returns ``(tape, {id: gradient})``; a leaf output's gradient is its seed."""
+    tapes = []
+    for t, _ in pairs:
+        if t._tape is not None:
+            tape, _ = resolve(t)
+            if tape.released:
+                _stale_backward(None)
+            if tape not in tapes:
+                tapes.append(tape)
+    while len(tapes) > 1:  # outputs of two computations: one tape, as when an op joins them
+        a, b = tapes.pop(), tapes.pop()
+        big, small = (a, b) if len(a.nodes) >= len(b.nodes) else (b, a)
+        big.absorb(small)
+        tapes.append(big)
+    if not tapes:
+        return None, {}
+    tape = tapes[0]
+    grads = {}
+    for t, seed in pairs:
+        if t._tape is None:
+            continue
+        _, i = resolve(t)
+        grads[i] = seed if i not in grads else grads[i] + seed
+    keep = keep_of(tape)
+    sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None)
+    return tape, {i: grads[i] for i in keep if i in grads}
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+    """torch.autograd.backward: accumulate d(tensors)/d(leaf) into every reachable leaf's ``.grad``.
+
+    ``tensors`` is one output or a sequence; ``grad_tensors`` their seeds (Variables or array-likes of
+    the outputs' shapes; None for a one-element output). ``inputs`` restricts the accumulation to
+    those tensors (leaves or not). Non-leaves that called ``retain_grad()`` get their ``.grad`` too.
+    Without ``retain_graph`` the tape is released.
     """
-    shape = tuple(t._value.shape)
-    K = get_kernels(device_of(t._value))
-    if gradient is None:
-        if t._value.size != 1:
-            raise AutogradError(f"backward: grad can be implicitly created only for scalar outputs; "
-                                f"this tensor has shape {shape} (pass gradient=...)")
-        seed = None
+    if create_graph:
+        raise AutogradError("backward: create_graph=True (higher-order gradients) is not supported yet")
+    single = isinstance(tensors, Variable)
+    outs = [tensors] if single else list(tensors)
+    if single:
+        gos = [grad_tensors]
     else:
-        seed = gradient._value if isinstance(gradient, Variable) else K.from_host(gradient, t._value.dtype)
-        if tuple(seed.shape) != shape:
-            raise ShapeError(f"backward: gradient shape {tuple(seed.shape)} does not match output shape {shape}")
-    if not t.requires_grad:
-        raise AutogradError("backward: tensor does not require grad and has no recorded graph")
-    if t._tape is None:  # a leaf: d t / d t = seed
-        accumulate_grad(t, seed if seed is not None else K.full(shape, 1.0, t._value.dtype))
+        gos = [None] * len(outs) if grad_tensors is None else \
+            [grad_tensors] if isinstance(grad_tensors, Variable) else list(grad_tensors)
+    if len(gos) != len(outs):
+        raise AutogradError(f"backward: got {len(gos)} gradients for {len(outs)} tensors")
+    pairs = _seeds("backward", outs, gos)
+    if isinstance(inputs, Variable):
+        inputs = [inputs]
+    only = None if inputs is None else {id(x) for x in inputs}
+
+    def keep_of(tape):
+        ids = {nid for nid, leaf in tape.leaves if only is None or id(leaf) in only}
+        ids.update(nid for nid, r in tape.retained.items() if r() is not None)
+        if only is not None:
+            for x in inputs:
+                if x._tape is not None and resolve(x)[0] is tape:
+                    ids.add(x._id)
+        return ids
+
+    tape, grads = _sweep_from("backward", pairs, keep_of)
+    for o, seed in pairs:
+        if o._tape is None and (only is None or id(o) in only):  # a leaf output: d o / d o = seed
+            accumulate_grad(o, seed)
+    if tape is None:
         return
-    tape, i = resolve(t)
-    if tape.released:
-        _stale_backward(None)
-    grads = tape.backward_sparse(i, seed, retain=[nid for nid, _ in tape.leaves], fill_zeros=False)
     for nid, leaf in tape.leaves:
         g = grads.get(nid)
-        if g is not None:
+        if g is not None and (only is None or id(leaf) in only):
             accumulate_grad(leaf, g)
+    for nid, r in tape.retained.items():
+        x = r()
+        if x is not None and nid in grads:
+            x._grad = wrap(grads[nid]) if x._grad is None else wrap(x._grad._value + grads[nid])
+    if only is not None:
+        for x in inputs:
+            if x._tape is not None and resolve(x)[0] is tape and x._id in grads and x._id not in tape.retained:
+                x._grad = wrap(grads[x._id]) if x._grad is None else wrap(x._grad._value + grads[x._id])
     if not retain_graph:
         tape.release()
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False) -> tuple:
+    """torch.autograd.grad: the gradients of ``outputs`` (seeded by ``grad_outputs``) with respect to
+    ``inputs`` (leaves or not), returned as a tuple instead of accumulated into ``.grad``.
+
+    Higher-order gradients (``create_graph=True``) are not available yet: the call raises
+    :class:`AutogradError` saying so."""
+    if create_graph:
+        raise AutogradError("grad: create_graph=True (higher-order gradients: gradient penalties, Hessian-vector "
+                            "products) is not supported yet")
+    if is_grads_batched:
+        raise AutogradError("grad: is_grads_batched=True is not supported")
+    single_in = isinstance(inputs, Variable)
+    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    ins = [inputs] if single_in else list(inputs)
+    for k, x in enumerate(ins):
+        if not isinstance(x, Variable):
+            raise AutogradError(f"grad: inputs[{k}] is a {type(x).__name__}, expected a tensor")
+        if not x.requires_grad:
+            raise AutogradError(f"grad: inputs[{k}] does not require grad")
+    gos = [grad_outputs] if isinstance(grad_outputs, Variable) else \
+        list(grad_outputs) if grad_outputs is not None else [None] * len(outs)
+    if len(gos) != len(outs):
+        raise AutogradError(f"grad: got {len(gos)} grad_outputs for {len(outs)} outputs")
+    pairs = _seeds("grad", outs, gos)
+
+    def input_ids(tape, x):
+        """The node ids standing for ``x`` (a leaf has one per computation that opened a tape with it)."""
+        if x._tape is not None:
+            xt, i = resolve(x)
+            return [i] if xt is tape else []
+        return [nid for nid, leaf in tape.leaves if leaf is x]
+
+    tape, grads = _sweep_from("grad", pairs, lambda tape: {i for x in ins for i in input_ids(tape, x)})
+    result = []
+    for k, x in enumerate(ins):
+        g = None
+        for i in (input_ids(tape, x) if tape is not None else ()):
+            if i in grads:
+                g = grads[i] if g is None else g + grads[i]
+        if g is not None:
+            if x._tape is None:
+                for h in getattr(x, "_hooks", ()):
+                    g2 = h(g)
+                    g = g if g2 is None else g2
+        for o, seed in pairs:  # an input that is itself an output
+            if o is x:
+                g = seed if g is None else g + seed
+        if g is None:
+            if materialize_grads:
+                g = get_kernels(device_of(x._value)).zeros(tuple(x._value.shape), x._value.dtype)
+            elif not allow_unused:
+                raise AutogradError(f"grad: inputs[{k}] (shape {tuple(x._value.shape)}) was not used in the graph "
+                                    f"of the outputs; pass allow_unused=True to get None for it")
+        result.append(None if g is None else wrap(g))
+    if tape is not None and not retain_graph:
+        tape.release()
+    return tuple(result)
 
 
 def recorded_leaves(t: Variable) -> list:

@@ -131,11 +131,25 @@ class Tape:
             raise ShapeError(f"backward: seed shape {tuple(seed.shape)} does not match output shape {tuple(y.shape)}")
         return seed
 
-    def backward(self, out_id: int, seed=None) -> list:
-        """Dense reverse accumulation: a gradient for every id, zeros where unreached."""
-        g0 = self._seed(out_id, seed)
-        grads = [None] * len(self.nodes)
-        grads[out_id] = g0
+    def backward(self, out_id, seed=None) -> list:
+        """Dense reverse accumulation: a gradient for every id, zeros where unreached.
+
+        ``out_id`` is one output's id (``seed`` its cotangent, ones by default), or a dense seed
+        list: one entry per node, a cotangent or None, seeding several outputs at once."""
+        if isinstance(out_id, (list, tuple)):
+            if len(out_id) != len(self.nodes):
+                raise ShapeError(f"backward: a dense seed list needs {len(self.nodes)} entries (one per node), "
+                                 f"got {len(out_id)}")
+            seeded = [i for i, s in enumerate(out_id) if s is not None]
+            if not seeded:
+                raise AutogradError("backward: the dense seed list seeds no node")
+            grads = [None] * len(self.nodes)
+            for i in seeded:
+                grads[i] = self._seed(i, out_id[i])
+            out_id = seeded[-1]
+        else:
+            grads = [None] * len(self.nodes)
+            grads[out_id] = self._seed(out_id, seed)
         sweep(self.nodes, grads, out_id)
         for i, g in enumerate(grads):
             if g is None:

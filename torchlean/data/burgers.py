@@ -181,7 +181,7 @@ def burgers_dataset(n_samples: int, grid: int = 128, nu: float = 0.01, t_final: 
 
         >>> u0, uT = burgers_dataset(4, grid=64, cache=False)
         >>> u0.shape, uT.dtype
-        ((4, 64), torchlean.float32)
+        (torchlean.Size([4, 64]), torchlean.float32)
     """
     n_samples, grid, oversample = int(n_samples), int(grid), int(oversample)
     if n_samples < 1:

@@ -66,7 +66,7 @@ def load_digits(split: str = "train", seed: int = 0, test_fraction: float = 0.2,
 
         >>> x, y = load_digits("test")
         >>> x.shape, y.shape, float(x.max()) <= 1.0
-        ((359, 64), (359,), True)
+        (torchlean.Size([359, 64]), torchlean.Size([359]), True)
     """
     if split not in ("train", "test", "all"):
         raise DomainError(f"load_digits: split must be 'train', 'test' or 'all', got {split!r}")

@@ -319,7 +319,7 @@ def compile_module(module_or_fn, *example_inputs, device=None, dtype=None, cuda_
         True
         >>> _ = f.backward()
         >>> lin.weight.grad.shape
-        (2, 3)
+        torchlean.Size([2, 3])
     """
     t = trace_call(module_or_fn, *example_inputs)
     first = next((x for x in example_inputs if isinstance(x, Tensor)), None)

@@ -40,6 +40,19 @@ CONTRACT: dict[str, dict[str, str]] = {
                    "as maximal); axis None: of the flattened x (keepdim keeps every axis as 1)"),
         "argmin": "(x, axis: int | None, keepdim) -> int64 index of the first minimal entry, as argmax",
         "sum_to_shape": "(g, shape) -> adjoint of NumPy broadcasting of an array of `shape` to g.shape",
+        # sorting and counting (integer results, data-dependent shapes)
+        "argsort": ("(x, axis, descending) -> int64 array: indices of a stable sort along axis (ties keep their "
+                    "order, descending too); NaN sorts as the largest value"),
+        "unique": ("(x, axis: int | None) -> (values, inverse, counts): the sorted distinct entries of the "
+                   "flattened x (axis None; NaNs all distinct) or distinct slices along axis; inverse (x's shape, or "
+                   "[x.shape[axis]]) and counts int64"),
+        "bincount": ("(x, weights | None, minlength) -> [max(max(x) + 1, minlength)] counts of each value of the "
+                     "non-negative int64 1-D x: int64, or sums of weights in weights' dtype"),
+        "histc": ("(x, bins, lo, hi) -> [bins] counts in x's float dtype of the entries in [lo, hi] (lo < hi), "
+                  "bin int((v - lo) * bins / (hi - lo)) in x's dtype, v = hi in the last bin"),
+        "searchsorted": ("(seq, values, right) -> int64 array of values' shape: insertion indices into the sorted "
+                         "last axis of seq (1-D seq: shared; else one row per leading index of values), right: "
+                         "after equal entries"),
     },
     "shape": {
         # the seeds' Cuda.Kernels layout kernels
@@ -57,6 +70,7 @@ CONTRACT: dict[str, dict[str, str]] = {
         "stack": "(xs: sequence of same-shape arrays, axis) -> stacked along a new axis",
         "basic_index": "(x, key) -> contiguous copy of x[key]; key a tuple of ints, slices, None and Ellipsis",
         "basic_index_bwd": "(g, shape, key) -> zeros of `shape` with g written at x[key] (the adjoint of basic_index)",
+        "flip": "(x, axes: tuple of distinct non-negative ints) -> contiguous copy of x reversed along each of axes",
     },
     "index": {
         "gather_vec": "(v[n], indices[k]) -> [k]; out-of-bounds -> 0",
@@ -76,6 +90,25 @@ CONTRACT: dict[str, dict[str, str]] = {
         "matmul": "(a, b) -> NumPy matmul semantics (2-D, batched with broadcast prefixes)",
         "linear": "(x[..., in], w[out, in], b[out] | None) -> x @ w.T + b",
         "linear_bwd": "(x, w, g, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
+        # decompositions (LAPACK on the host, cuSOLVER on CUDA); batch axes lead everywhere; where a
+        # matrix is singular (solve) or not positive-definite (cholesky) the whole result is NaN
+        "linalg_solve": "(a[..., n, n], b[..., n, k]) -> x[..., n, k]: a x = b, batch axes broadcast",
+        "linalg_cholesky": "(a[..., n, n]) -> l[..., n, n]: lower factor, a = l l^T (a's lower triangle read)",
+        "linalg_cholesky_bwd": "(l, g) -> da: symmetric cotangent of a",
+        "linalg_qr": ("(a[..., m, n], mode) mode in {'reduced', 'complete', 'r'} -> (q, r): Householder QR, "
+                      "LAPACK's signs; q of shape (0,) in mode 'r'"),
+        "linalg_qr_bwd": "(a, q, r, gq, gr, mode) -> da (modes 'reduced', and 'complete' with m <= n)",
+        "linalg_svd": ("(a[..., m, n], full_matrices) -> (u, s, vh): a = u diag(s) vh, s descending; each column "
+                       "of u (and each row of vh beyond min(m, n)) has its largest-magnitude entry positive"),
+        "linalg_svd_bwd": "(u, s, vh, gu, gs, gvh) -> da, from the first min(m, n) singular vectors",
+        "linalg_eigh": ("(a[..., n, n], upper) -> (w, v): ascending eigenvalues and eigenvectors of the symmetric "
+                        "matrix read from the lower (upper=True: upper) triangle; each column of v has its "
+                        "largest-magnitude entry positive"),
+        "linalg_eigh_bwd": "(w, v, gw, gv) -> da: symmetric cotangent of a",
+        "linalg_det": "(a[..., n, n]) -> [...]: determinant (1 for n = 0)",
+        "linalg_det_bwd": "(a, g) -> da = g * cofactor(a) (finite for singular a)",
+        "linalg_slogdet": "(a[..., n, n]) -> (sign, logabsdet): det = sign * exp(logabsdet), in a's dtype",
+        "linalg_slogdet_bwd": "(a, g) -> da = g * inv(a)^T, g the cotangent of logabsdet",
     },
     "memory": {
         "zeros": "(shape, dtype) -> zero-filled array",
@@ -110,9 +143,24 @@ CONTRACT: dict[str, dict[str, str]] = {
         "gelu": "(x, approximate) approximate in {'none', 'tanh'}",
         "safe_log": "(x) -> log(softplus(x) + 1e-6)",
         "erf": "(x) -> the error function 2/sqrt(pi) int_0^x exp(-t^2) dt",
+        "tan": "(x)", "asin": "(x)", "acos": "(x)", "atan": "(x)",
+        "sinh": "(x)", "cosh": "(x)", "asinh": "(x)", "acosh": "(x)", "atanh": "(x)",
+        "expm1": "(x) -> exp(x) - 1, accurate for |x| << 1", "log1p": "(x) -> log(1 + x), accurate for |x| << 1",
+        "erfc": "(x) -> 1 - erf(x), accurate in the right tail",
+        "erfinv": "(x) -> the inverse of erf on [-1, 1]; +-inf at +-1, NaN outside",
+        "floor": "(x) float", "ceil": "(x) float", "round": "(x) float, half to even", "trunc": "(x) float",
+        "atan2": "(a, b) -> the angle of (b, a) in [-pi, pi]",
+        "fmod": "(a, b) -> a - b * trunc(a / b), exactly (C's fmod); integer a, b (b != 0) too",
+        "remainder": "(a, b) -> a - b * floor(a / b), exactly, with b's sign (Python's %); integer a, b (b != 0) too",
+        "floor_divide": "(a, b) -> Python's a // b (float: floor((a - fmod(a, b)) / b)); integer a, b (b != 0) too",
+        "power": "(a, b) -> a ** b elementwise (NumPy broadcasting); integers with b >= 0 too",
+        "bitwise": ("(a, b, op) integer or bool arrays, op in {'and','or','xor','left_shift','right_shift'}; "
+                    "a shift by < 0 or >= the bit width gives 0 (-1 for a negative a shifted right); "
+                    "a float array is read as its int64 values (truncated; NaN, inf and |x| >= 2**62 as 0)"),
+        "bitwise_not": "(x) integer or bool array -> ~x; a float array is read as bitwise's",
         "clamp": "(x, lo, hi) lo/hi may be None",
         "where": "(cond: bool array, a, b)",
-        "sign": "(x) -> -1, 0 or 1",
+        "sign": "(x) -> -1, 0 or 1 in x's dtype, (x > 0) - (x < 0) (NaN gives 0); bool x is returned as is",
         "compare": "(a, b, op) op in {'lt','le','gt','ge','eq','ne'} -> bool array",
         # fused backward (one pass on CUDA)
         "relu_bwd": "(x, g) -> g * (x > 0)",
@@ -214,6 +262,13 @@ CONTRACT: dict[str, dict[str, str]] = {
         "selective_scan_diag_bwd": "(a, b, x, h0, h, g) -> (da[S], db[S], dx, dh0); g[t] = dY[t] + a g[t+1]",
         "selective_scan_diag_var_fwd": "(a[..., L, S], b[..., L, S], x, h0[..., S]) -> h, h[t] = a[t] h[t-1] + b[t] x[t]",
         "selective_scan_diag_var_bwd": "(a, b, x, h0, h, g) -> (da, db, dx, dh0) of x's shape (dh0: h0's)",
+        # cumulative ops along one axis of an N-d x (ints too); float32 accumulates in double
+        "cumsum": "(x, axis) -> running sums along axis, x's shape and dtype",
+        "cumprod": "(x, axis) -> running products along axis, x's shape and dtype",
+        "cumprod_bwd": ("(x, y, g, axis) -> dx = sum_{j >= i} g[j] prod_{m <= j, m != i} x[m]; exact with zeros in x "
+                        "(never divides by a zero entry)"),
+        "cumargmax": "(x, axis) -> int64 array: index of the running maximum along axis, the last of ties; NaN wins",
+        "cumargmin": "(x, axis) -> int64 array: index of the running minimum along axis, the last of ties; NaN wins",
     },
 }
 

@@ -15,9 +15,9 @@ class CNN(nn.Module):
     are those of the same ``torch.nn.Sequential`` layout.
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> CNN()(tl.zeros(2, 1, 8, 8)).shape
-        (2, 10)
+        torchlean.Size([2, 10])
     """
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, channels=(16, 32), image_size: int = 8):
@@ -70,9 +70,9 @@ class ResNet(nn.Module):
     ``layer1.0.conv1``, ``layer2.0.downsample.0``, ``fc``).
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> ResNet()(tl.zeros(2, 1, 8, 8)).shape
-        (2, 10)
+        torchlean.Size([2, 10])
     """
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, widths=(16, 32, 64), blocks_per_stage: int = 1):

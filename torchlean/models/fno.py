@@ -6,7 +6,8 @@ import numpy as np
 
 from .. import nn
 from ..nn.layers import SpectralConv1d
-from ..tensor import Tensor, cat
+from ..ops import cat
+from ..tensor import Tensor
 
 
 class FNO1d(nn.Module):
@@ -20,9 +21,9 @@ class FNO1d(nn.Module):
     back pointwise (``proj1`` - GELU - ``proj2``). Channels are last throughout.
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> FNO1d(modes=8, width=16)(tl.zeros(3, 32)).shape
-        (3, 32)
+        torchlean.Size([3, 32])
     """
 
     def __init__(self, modes: int = 16, width: int = 32, n_layers: int = 4, in_channels: int = 1,

@@ -70,9 +70,9 @@ class GPT(nn.Module):
     (``transformer.wte``, ``transformer.h.0.attn.c_attn``, ``lm_head``).
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> GPT(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16)(tl.zeros(2, 8, dtype=tl.int64)).shape
-        (2, 8, 20)
+        torchlean.Size([2, 8, 20])
     """
 
     def __init__(self, vocab_size: int, block_size: int = 64, n_layer: int = 2, n_head: int = 4,

@@ -11,7 +11,8 @@ from ..nn import functional_layers as FL
 from ..nn import init
 from ..nn.layers import Conv1d, LayerNorm
 from ..nn.parameter import Parameter
-from ..tensor import Tensor, no_grad, rand
+from ..ops import rand
+from ..tensor import Tensor, no_grad
 
 
 class MambaBlock(nn.Module):
@@ -91,9 +92,9 @@ class MambaLM(nn.Module):
     (the model is causal by construction: the convolution and the scan only look back).
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> MambaLM(vocab_size=20, d_model=16, n_layer=1)(tl.zeros(2, 8, dtype=tl.int64)).shape
-        (2, 8, 20)
+        torchlean.Size([2, 8, 20])
     """
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_layer: int = 2, d_state: int = 8,

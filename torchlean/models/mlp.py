@@ -14,9 +14,9 @@ class MLP(nn.Module):
     ``state_dict`` of the same ``torch.nn.Sequential`` loads as is.
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> MLP(64, [128], 10)(tl.zeros(5, 64)).shape
-        (5, 10)
+        torchlean.Size([5, 10])
     """
 
     def __init__(self, in_features: int, hidden=(128,), out_features: int = 10):

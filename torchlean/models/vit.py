@@ -7,7 +7,7 @@ from ..errors import ShapeError
 from ..nn import init
 from ..nn.layers import Conv2d, LayerNorm, MultiheadAttention
 from ..nn.parameter import Parameter
-from ..tensor import cat, zeros
+from ..ops import cat, zeros
 
 
 class TransformerBlock(nn.Module):
@@ -35,9 +35,9 @@ class ViT(nn.Module):
     ``nn.MultiheadAttention`` applied, and the final-normed class token classified.
 
         >>> import torchlean as tl
-        >>> tl.manual_seed(0)
+        >>> _ = tl.manual_seed(0)
         >>> ViT()(tl.zeros(2, 1, 8, 8)).shape
-        (2, 10)
+        torchlean.Size([2, 10])
     """
 
     def __init__(self, image_size: int = 8, patch_size: int = 2, in_channels: int = 1, num_classes: int = 10,

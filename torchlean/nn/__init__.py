@@ -1,10 +1,10 @@
 """``tl.nn``: modules, parameters, initializers and the functional API (``tl.nn.F``).
 
     >>> import torchlean as tl
-    >>> tl.manual_seed(0)
+    >>> _ = tl.manual_seed(0)
     >>> net = tl.nn.Sequential(tl.nn.Linear(4, 8), tl.nn.ReLU(), tl.nn.Linear(8, 1))
     >>> net(tl.randn(5, 4)).shape
-    (5, 1)
+    torchlean.Size([5, 1])
 """
 
 from . import functional, init, utils

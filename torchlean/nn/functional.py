@@ -19,7 +19,8 @@ import numpy as np
 from ..kernels import get_kernels
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..autograd import record
-from ..tensor import Tensor, next_rng_key, where
+from ..ops import where
+from ..tensor import Tensor, next_rng_key
 
 __all__ = ["linear", "relu", "leaky_relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
            "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
@@ -68,7 +69,7 @@ def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
 
         >>> import torchlean as tl
         >>> linear(tl.ones(2, 3), tl.ones(4, 3), tl.zeros(4)).shape
-        (2, 4)
+        torchlean.Size([2, 4])
     """
     if bias is None:
         return record("linear_nobias", (weight, _tensor(input, "linear")), {})

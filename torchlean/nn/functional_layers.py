@@ -9,7 +9,7 @@ channels-first for convolution and pooling, with or without a batch axis.
     >>> import torchlean as tl
     >>> import torchlean.nn.functional as F
     >>> F.conv2d(tl.ones(1, 2, 5, 5), tl.ones(3, 2, 3, 3), padding=1).shape
-    (1, 3, 5, 5)
+    torchlean.Size([1, 3, 5, 5])
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import numpy as np
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..spec.conv import MAX_SPATIAL
 from ..autograd import record
-from ..tensor import Tensor, no_grad, ones, zeros
+from ..ops import ones, zeros
+from ..tensor import Tensor, no_grad
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_transpose_nd", "max_pool1d", "max_pool2d", "max_pool3d",
@@ -124,7 +125,7 @@ def conv_nd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
 
         >>> import torchlean as tl
         >>> conv_nd(tl.ones(1, 1, 4, 4, 4, 4), tl.ones(2, 1, 2, 2, 2, 2)).shape
-        (1, 2, 3, 3, 3, 3)
+        torchlean.Size([1, 2, 3, 3, 3, 3])
     """
     return _conv("conv_nd", None, input, weight, bias, stride, padding, dilation, groups)
 
@@ -503,7 +504,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> import torchlean as tl
         >>> q = tl.ones(2, 3, 4)
         >>> scaled_dot_product_attention(q, q, tl.ones(2, 3, 5), is_causal=True).shape
-        (2, 3, 5)
+        torchlean.Size([2, 3, 5])
     """
     if dropout_p != 0:
         raise DomainError(f"scaled_dot_product_attention: dropout_p={dropout_p!r} is not supported "

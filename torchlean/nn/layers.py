@@ -8,7 +8,7 @@ Parameter and buffer names, layouts and default initializations are PyTorch's
     >>> import torchlean as tl
     >>> conv = tl.nn.Conv2d(3, 8, kernel_size=3, padding=1)
     >>> conv.weight.shape, conv(tl.zeros(2, 3, 16, 16)).shape
-    ((8, 3, 3, 3), (2, 8, 16, 16))
+    (torchlean.Size([8, 3, 3, 3]), torchlean.Size([2, 8, 16, 16]))
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class Conv1d(_Conv):
 
         >>> import torchlean as tl
         >>> tl.nn.Conv1d(2, 4, 3)(tl.zeros(1, 2, 10)).shape
-        (1, 4, 8)
+        torchlean.Size([1, 4, 8])
     """
     _d = 1
 
@@ -188,7 +188,7 @@ class ConvTranspose1d(_ConvTranspose):
 
         >>> import torchlean as tl
         >>> tl.nn.ConvTranspose1d(2, 4, 3, stride=2)(tl.zeros(1, 2, 5)).shape
-        (1, 4, 11)
+        torchlean.Size([1, 4, 11])
     """
     _d = 1
 
@@ -239,7 +239,7 @@ class MaxPool2d(_MaxPool):
 
         >>> import torchlean as tl
         >>> tl.nn.MaxPool2d(2)(tl.zeros(1, 3, 8, 8)).shape
-        (1, 3, 4, 4)
+        torchlean.Size([1, 3, 4, 4])
     """
     _d = 2
 
@@ -453,7 +453,7 @@ class MultiheadAttention(Module):
         >>> x = tl.zeros(2, 5, 8)
         >>> out, w = mha(x, x, x)
         >>> out.shape, w
-        ((2, 5, 8), None)
+        (torchlean.Size([2, 5, 8]), None)
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
@@ -586,7 +586,7 @@ class SpectralConv1d(Module):
 
         >>> import torchlean as tl
         >>> tl.nn.SpectralConv1d(3, 5, modes=4)(tl.zeros(2, 16, 3)).shape
-        (2, 16, 5)
+        torchlean.Size([2, 16, 5])
     """
 
     def __init__(self, in_channels, out_channels, modes, device=None, dtype=None):
@@ -623,7 +623,7 @@ class SelectiveScan(Module):
 
         >>> import torchlean as tl
         >>> tl.nn.SelectiveScan(4)(tl.ones(2, 10, 4)).shape
-        (2, 10, 4)
+        torchlean.Size([2, 10, 4])
     """
 
     def __init__(self, state_dim, device=None, dtype=None):

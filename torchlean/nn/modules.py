@@ -6,7 +6,7 @@ the counter-based generator (``tl.manual_seed``).
     >>> import torchlean as tl
     >>> lin = tl.nn.Linear(3, 2)
     >>> lin.weight.shape, lin.bias.shape
-    ((2, 3), (2,))
+    (torchlean.Size([2, 3]), torchlean.Size([2]))
 """
 
 from __future__ import annotations

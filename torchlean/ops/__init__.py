@@ -9,13 +9,12 @@ from importlib import import_module
 from ..tensor import Tensor
 from .table import FUNCTIONS, METHODS, install
 
-_FAMILIES = ("creation", "math", "reduce", "index", "shape", "linalg", "inplace")
+_FAMILIES = ("creation", "math", "reduce", "index", "shape", "linalg")
 for _f in _FAMILIES:
-    try:
-        import_module(f"{__name__}.{_f}")
-    except ModuleNotFoundError as e:  # a family module not written yet
-        if e.name != f"{__name__}.{_f}":
-            raise
+    import_module(f"{__name__}.{_f}")
+from .inplace import install_inplace  # noqa: E402 - after every family: it derives the in-place forms
+
+install_inplace()
 install(Tensor)
 
 __all__ = sorted(FUNCTIONS)

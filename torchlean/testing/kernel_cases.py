@@ -121,6 +121,9 @@ KERNEL_TOL = {
     # IEEE basic operations: equal to NumPy bit for bit, in every launch layout
     "add": _t(EXACT, EXACT), "sub": _t(EXACT, EXACT), "mul": _t(EXACT, EXACT), "div": _t(EXACT, EXACT),
     "max_bwd": DEFAULT_TOL,  # routes g: no sum to bound
+    # sorting and counting pick or count entries: exact (bincount's weighted sums round once from double)
+    "argsort": _t(EXACT, EXACT), "unique": _t(EXACT, EXACT), "histc": _t(EXACT, EXACT),
+    "searchsorted": _t(EXACT, EXACT), "bincount": _t(Tol(1e-6, 1e-6), Tol(1e-12, 1e-12)),
     "reduce_from_broadcast_to": _t(Tol(1e-6, 1e-6, "sumabs", ref64=True), Tol(1e-14, 1e-14, "sumabs", ref64=True)),
     # row sums inside the backward: float32 on the host, double on the GPU
     "softmax_bwd": _t(Tol(1e-5, 1e-5), None), "log_softmax_bwd": _t(Tol(1e-5, 1e-5), None),
@@ -384,12 +387,19 @@ def forward_of(name: str, contract: dict = CONTRACT) -> str | None:
 #: Kernels whose arguments follow no shared pattern: their class, by name (one generator each).
 DECLARED = {
     "max_bwd": "max_bwd", "sum_to_shape": "sum_to_shape",
+    "argsort": "argsort", "unique": "unique", "bincount": "bincount", "histc": "histc", "searchsorted": "searchsorted",
+    "cumsum": "cumulative", "cumprod": "cumulative", "cumargmax": "cumulative", "cumargmin": "cumulative",
     "concat1d": "concat1d", "slice1d": "slice1d", "swap_adjacent_at_depth": "swap_adjacent",
     "broadcast_vec_to_rows": "vec_broadcast", "broadcast_vec_to_cols": "vec_broadcast",
     "broadcast_to": "axis_map", "reduce_from_broadcast_to": "axis_map",
     "permute": "permute", "concat": "sequence", "stack": "sequence", "basic_index": "basic_index",
+    "flip": "flip",
     "scatter_add_row": "scatter_row", "device_ints": "ints", "host_ints": "ints",
     "linear": "linear",
+    "linalg_solve": "linalg", "linalg_cholesky": "linalg", "linalg_cholesky_bwd": "linalg",
+    "linalg_qr": "linalg", "linalg_qr_bwd": "linalg", "linalg_svd": "linalg", "linalg_svd_bwd": "linalg",
+    "linalg_eigh": "linalg", "linalg_eigh_bwd": "linalg", "linalg_det": "linalg", "linalg_det_bwd": "linalg",
+    "linalg_slogdet": "linalg", "linalg_slogdet_bwd": "linalg",
     "astype": "astype", "fill": "fill", "assign": "assign", "from_host": "from_host",
     "to_device": "to_device", "bool_mask": "bool_mask", "dlpack": "dlpack",
     "mse_loss": "mse", "nll_loss": "nll",
@@ -848,6 +858,112 @@ def _sum_to_shape(k: Kernel):
     return out
 
 
+# -- sorting, counting and cumulative ops --
+
+
+def _ties(k: Kernel, shape, nans=0):
+    """Small integers as floats (ties everywhere, exact), with ``nans`` NaNs at the start."""
+    x = k.rng.integers(-3, 4, size=shape).astype(k.dtype)
+    if nans and x.size > nans:
+        x.reshape(-1)[:nans] = np.nan
+    return x
+
+
+@generator("argsort")
+def _argsort(k: Kernel):
+    out = []
+    x = _ties(k, (3, 31, 5), nans=3)
+    for axis in (0, 1, 2, -1):
+        for desc in (False, True):
+            out.append(k.case({"x": x, "axis": axis, "descending": desc}, f"ties, NaN x(3, 31, 5) axis={axis} "
+                              f"descending={desc}"))
+    for shape, axis in (((4097,), 0), ((0, 3), 0), ((31, 0), 1), ((1,), 0)):
+        out.append(k.case({"x": k.rand(shape), "axis": axis, "descending": True}, f"x{shape} axis={axis}"))
+    out.append(k.case({"x": View(x, lambda v, xp: v[:, ::2].transpose(2, 1, 0), "strided"), "axis": 1,
+                       "descending": False}, "a strided view"))
+    return out
+
+
+@generator("unique")
+def _unique(k: Kernel):
+    out = [k.case({"x": _ties(k, (1000,), nans=2), "axis": None}, "ties and two NaNs (1000,)"),
+           k.case({"x": _ties(k, (3, 31, 5)), "axis": None}, "x(3, 31, 5) flattened"),
+           k.case({"x": k.rand(4097), "axis": None}, "distinct (4097,)"),
+           k.case({"x": k.rand(0), "axis": None}, "empty"),
+           k.case({"x": k.rand(()), "axis": None}, "0-d")]
+    rows = _ties(k, (6, 3))
+    x = rows[k.rng.integers(0, 6, size=31)]
+    out.append(k.case({"x": x, "axis": 0}, "repeated rows (31, 3) axis=0"))
+    out.append(k.case({"x": np.ascontiguousarray(x.T), "axis": 1}, "repeated columns (3, 31) axis=1"))
+    return out
+
+
+@generator("bincount")
+def _bincount(k: Kernel):
+    out = []
+    for n, hi in ((1000, 50), (4097, 7), (1, 1), (0, 1)):
+        x = k.rng.integers(0, hi, size=n).astype(np.int64)
+        for minlength in (0, 10, 100):
+            out.append(k.case({"x": x, "weights": None, "minlength": minlength}, f"x({n},) in [0, {hi}) "
+                              f"minlength={minlength}"))
+            out.append(k.case({"x": x, "weights": k.rand(n), "minlength": minlength}, f"weighted x({n},) "
+                              f"minlength={minlength}"))
+    return out
+
+
+@generator("histc")
+def _histc(k: Kernel):
+    out = []
+    x = k.rand(1000)
+    x[:5] = [-2.0, 2.0, np.nan, 0.0, 2.5]  # both edges, a NaN, the middle, outside
+    for bins, lo, hi in ((10, -2.0, 2.0), (1, -1.0, 1.0), (100, -3.0, 3.0), (7, 0.25, 0.5)):
+        out.append(k.case({"x": x, "bins": bins, "lo": lo, "hi": hi}, f"(1000,) bins={bins} [{lo}, {hi}]"))
+    out.append(k.case({"x": k.rand((31, 33)), "bins": 13, "lo": -3.0, "hi": 3.0}, "2-D x"))
+    out.append(k.case({"x": k.rand(0), "bins": 4, "lo": 0.0, "hi": 1.0}, "empty"))
+    return out
+
+
+@generator("searchsorted")
+def _searchsorted(k: Kernel):
+    out = []
+    seq = np.sort(_ties(k, (1000,))) * k.dtype.type(0.5)
+    vals = _ties(k, (31, 7)) * k.dtype.type(0.5)
+    vals[0, :3] = [-10.0, 10.0, seq[500]]
+    nd_seq = np.sort(k.rand((3, 5, 40)), axis=-1)
+    nd_vals = k.rand((3, 5, 9))
+    nd_vals[..., 0] = nd_seq[..., 7]
+    for right in (False, True):
+        out.append(k.case({"seq": seq, "values": vals, "right": right}, f"1-D seq with ties right={right}"))
+        out.append(k.case({"seq": nd_seq, "values": nd_vals, "right": right}, f"seq(3, 5, 40) right={right}"))
+        out.append(k.case({"seq": seq, "values": k.rand(0), "right": right}, f"no values right={right}"))
+        out.append(k.case({"seq": k.rand(0), "values": vals, "right": right}, f"empty seq right={right}"))
+    return out
+
+
+@generator("cumulative")
+def _cumulative(k: Kernel):
+    """Products stay near 1 (signs mixed, zeros sprinkled: cumprod_bwd's exact path); the running
+    argmax / argmin see ties and NaNs."""
+    prod = k.name == "cumprod"
+    arg = k.name.startswith("cumarg")
+
+    def sample(shape):
+        if arg:
+            return _ties(k, shape, nans=2 if int(np.prod(shape)) > 40 else 0)
+        if not prod:
+            return k.rand(shape)
+        x = k.rand(shape, 0.9, 1.1) * np.where(k.rng.random(shape) < 0.5, -1, 1).astype(k.dtype)
+        x.reshape(-1)[::37] = 0
+        return x
+    out = []
+    x = sample((3, 31, 5, 17))
+    for axis in (0, 1, 2, 3, -1, -3):
+        out.append(k.case({"x": x, "axis": axis}, f"x(3, 31, 5, 17) axis={axis}"))
+    for shape, axis in (((4097,), 0), ((0, 3), 0), ((0, 3), 1), ((31, 0), 1), ((1,), 0), ((2, 1000), 1)):
+        out.append(k.case({"x": sample(shape), "axis": axis}, f"x{shape} axis={axis}"))
+    return out
+
+
 # -- layout --
 
 
@@ -935,6 +1051,15 @@ def _sequence(k: Kernel):
                          (((31,),), (0,)), (((0,), (1000,), (4097,)), (0,))):
         xs = [k.rand(s) for s in shapes]
         out += [k.case({seq: xs, "axis": a}, f"{shapes} axis={a}") for a in axes]
+    return out
+
+
+@generator("flip")
+def _flip(k: Kernel):
+    x = k.rand((3, 31, 5))
+    out = [k.case({"x": x, "axes": a}, f"x(3, 31, 5) axes={a}") for a in ((), (0,), (1,), (2,), (0, 2), (0, 1, 2))]
+    for shape, a in (((4097,), (0,)), ((), ()), ((0, 3, 2), (0, 2)), ((31, 1000), (1,))):
+        out.append(k.case({"x": k.rand(shape), "axes": a}, f"x{shape} axes={a}"))
     return out
 
 
@@ -1030,6 +1155,79 @@ def _linear(k: Kernel):
         x, w, b = k.rand(xs), k.rand((17, 65)), k.rand(17)
         out.append(k.case({"x": x, "w": w, "b": b}, f"x{xs} with bias"))
         out.append(k.case({"x": x, "w": w, "b": None}, f"x{xs} no bias"))
+    return out
+
+
+def _spd(k: Kernel, shape):
+    a = k.rand(shape, -1.0, 1.0).astype(np.float64)
+    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(k.dtype)
+
+
+def _distinct_sv(k: Kernel, shape):
+    """A matrix with well separated singular values 2 ... 0.5 (unique singular vectors up to sign)."""
+    *batch, m, n = shape
+    u = np.linalg.qr(k.rng.standard_normal((*batch, m, m)))[0]
+    v = np.linalg.qr(k.rng.standard_normal((*batch, n, n)))[0]
+    s = np.zeros(shape)
+    i = np.arange(min(m, n))
+    s[..., i, i] = np.linspace(2.0, 0.5, len(i))
+    return (u @ s @ v).astype(k.dtype)
+
+
+_DECOMP_TOL = _t(Tol(1e-4, 1e-6, "norm", ref64=True), Tol(1e-10, 1e-12, "norm"))
+
+
+@generator("linalg")
+def _linalg(k: Kernel):
+    """The decompositions on well-conditioned matrices (separated eigen- and singular values, so
+    their vectors are unique up to the normalised sign); each backward on its forward's results
+    and a random cotangent of each."""
+    H, n, out = HOST, k.name, []
+
+    def case(values, desc, **kw):
+        out.append(k.case(values, desc, tol=_DECOMP_TOL[str(k.dtype)], **kw))
+
+    for shape in ((3, 3), (1, 1), (2, 5, 5), (17, 17)):
+        spd, gen = _spd(k, shape), (k.rand(shape, -1.0, 1.0) + shape[-1] * np.eye(shape[-1])).astype(k.dtype)
+        g = k.rand(shape, -1.0, 1.0)
+        if n == "linalg_solve":
+            case({"a": gen, "b": k.rand(shape[:-1] + (2,))}, f"a{shape}")
+        elif n == "linalg_cholesky":
+            case({"a": spd}, f"{shape}")
+        elif n == "linalg_cholesky_bwd":
+            case({"l": H.linalg_cholesky(spd), "g": g}, f"{shape}")
+        elif n == "linalg_eigh":
+            a = _distinct_sv(k, shape)
+            a = (a + np.swapaxes(a, -1, -2)).astype(k.dtype)
+            for upper in (False, True):
+                case({"a": a, "upper": upper}, f"{shape} upper={upper}")
+        elif n == "linalg_eigh_bwd":
+            a = _distinct_sv(k, shape)
+            w, v = H.linalg_eigh((a + np.swapaxes(a, -1, -2)).astype(k.dtype), False)
+            case({"w": w, "v": v, "gw": k.rand(w.shape, -1.0, 1.0), "gv": g}, f"{shape}")
+        elif n in ("linalg_det", "linalg_slogdet"):
+            case({"a": gen}, f"{shape}")
+            case({"a": -gen}, f"{shape} negated")
+        elif n in ("linalg_det_bwd", "linalg_slogdet_bwd"):
+            case({"a": gen, "g": k.rand(shape[:-2], -1.0, 1.0)}, f"{shape}")
+    for shape in ((4, 3), (3, 5), (3, 3), (2, 6, 4), (1, 1)):
+        a = _distinct_sv(k, shape)
+        if n == "linalg_qr":
+            for mode in ("reduced", "complete", "r"):
+                case({"a": a, "mode": mode}, f"{shape} {mode}")
+        elif n == "linalg_qr_bwd":
+            for mode in ("reduced", "complete") if shape[-2] <= shape[-1] else ("reduced",):
+                q, r = H.linalg_qr(a, mode)
+                case({"a": a, "q": q, "r": r, "gq": k.rand(q.shape, -1.0, 1.0), "gr": k.rand(r.shape, -1.0, 1.0),
+                      "mode": mode}, f"{shape} {mode}")
+        elif n == "linalg_svd":
+            # full matrices only where the complement is one vector (else no unique basis)
+            for full in (False, True) if abs(shape[-1] - shape[-2]) <= 1 else (False,):
+                case({"a": a, "full_matrices": full}, f"{shape} full_matrices={full}")
+        elif n == "linalg_svd_bwd":
+            u, sv, vh = H.linalg_svd(a, False)
+            case({"u": u, "s": sv, "vh": vh, "gu": k.rand(u.shape, -1.0, 1.0), "gs": k.rand(sv.shape, -1.0, 1.0),
+                  "gvh": k.rand(vh.shape, -1.0, 1.0)}, f"{shape}")
     return out
 
 

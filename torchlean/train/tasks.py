@@ -19,7 +19,7 @@ from ..data import (CharDataset, CharTokenizer, DataLoader, Subset, TensorDatase
                     load_digits, text_corpus, train_val_split, unigram_baseline)
 from ..errors import TorchLeanError
 from ..models import CNN, GPT, MLP, FNO1d, MambaLM, ResNet, ViT
-from ..tensor import manual_seed
+from ..ops import manual_seed
 from .trainer import Trainer
 
 __all__ = ["TaskSpec", "TASKS", "build_task", "digits_task", "burgers_task", "text_task"]

@@ -27,7 +27,7 @@ the optimizer's moments and the generator's counter.
 
     >>> import torchlean as tl
     >>> from torchlean.data import DataLoader, TensorDataset
-    >>> tl.manual_seed(0)
+    >>> _ = tl.manual_seed(0)
     >>> x = tl.randn(64, 3); y = x.sum(1, keepdim=True)
     >>> net = tl.nn.Linear(3, 1)
     >>> t = Trainer(net, tl.optim.SGD(net.parameters(), lr=0.1), tl.nn.F.mse_loss,

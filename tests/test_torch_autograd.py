@@ -1,0 +1,406 @@
+"""torch as the oracle for the tensor core: dtypes and promotion, conversions, printing, Python
+protocols, in-place writes with version checks, and the autograd API (grad, hooks, retain_grad,
+custom Functions, grad modes)."""
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean.errors import AutogradError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
+
+torch = pytest.importorskip("torch")
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+ALIASES = ["long", "int", "short", "float", "double", "half"]
+
+
+def both(data, dtype=None, requires_grad=False):
+    a = np.asarray(data).tolist()
+    t = torch.tensor(a, dtype=getattr(torch, dtype) if dtype else None, requires_grad=requires_grad)
+    x = tl.tensor(a, dtype=dtype, requires_grad=requires_grad)
+    return x, t
+
+
+# ---- dtypes ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", DTYPES + ALIASES)
+def test_dtype_names_match_torch(name):
+    d, td = getattr(tl, name), getattr(torch, name)
+    assert d.name == str(td).removeprefix("torch.")
+    assert d.is_floating_point == td.is_floating_point
+    assert d.itemsize == td.itemsize
+    assert repr(d) == repr(td).replace("torch.", "torchlean.")
+
+
+@pytest.mark.parametrize("a", DTYPES)
+@pytest.mark.parametrize("b", DTYPES)
+def test_promote_types_matches_torch(a, b):
+    assert tl.promote_types(getattr(tl, a), getattr(tl, b)).name == \
+        str(torch.promote_types(getattr(torch, a), getattr(torch, b))).removeprefix("torch.")
+
+
+OPERANDS = [("t", "int64"), ("t", "int32"), ("t", "float32"), ("t", "float64"), ("t", "bool"), ("t", "uint8"),
+            ("z", "int64"), ("z", "float64"), ("z", "float32"), ("z", "bool"), ("s", 2), ("s", 2.5), ("s", True)]
+
+
+def _operand(kind, v, lib):
+    if kind == "s":
+        return v
+    shape = (3,) if kind == "t" else ()
+    return lib.ones(shape, dtype=getattr(lib, v))
+
+
+@pytest.mark.parametrize("a", OPERANDS[:10])
+@pytest.mark.parametrize("b", OPERANDS)
+def test_result_type_matches_torch(a, b):
+    got = tl.result_type(_operand(*a, tl), _operand(*b, tl))
+    want = torch.result_type(_operand(*a, torch), _operand(*b, torch))
+    assert got.name == str(want).removeprefix("torch.")
+
+
+@pytest.mark.parametrize("a", OPERANDS[:10])
+@pytest.mark.parametrize("b", [o for o in OPERANDS if o[1] != True])  # noqa: E712 - bool arithmetic differs
+def test_binary_ops_promote_like_torch(a, b):
+    for op in ("__add__", "__mul__", "__truediv__"):
+        x, y = _operand(*a, tl), _operand(*b, tl)
+        tx, ty = _operand(*a, torch), _operand(*b, torch)
+        if "bool" in (a[1], str(b[1])) and op != "__truediv__":
+            continue
+        want = getattr(tx, op)(ty)
+        got = getattr(x, op)(y)
+        assert got.dtype.name == str(want.dtype).removeprefix("torch."), op
+        np.testing.assert_allclose(got.tolist(), want.tolist(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
+def test_finfo_matches_torch(name):
+    f, tf = tl.finfo(getattr(tl, name)), torch.finfo(getattr(torch, name))
+    for attr in ("bits", "eps", "max", "min", "tiny", "resolution"):
+        assert getattr(f, attr) == pytest.approx(getattr(tf, attr)), attr
+
+
+@pytest.mark.parametrize("name", ["uint8", "int8", "int16", "int32", "int64"])
+def test_iinfo_matches_torch(name):
+    i, ti = tl.iinfo(getattr(tl, name)), torch.iinfo(getattr(torch, name))
+    assert (i.bits, i.min, i.max) == (ti.bits, ti.min, ti.max)
+
+
+def test_finfo_refuses_integers_and_iinfo_floats():
+    with pytest.raises(DTypeError, match="finfo"):
+        tl.finfo(tl.int32)
+    with pytest.raises(DTypeError, match="iinfo"):
+        tl.iinfo(tl.float32)
+
+
+def test_ops_refuse_integer_inputs_instead_of_truncating():
+    x = tl.tensor([1, 2, 3])
+    with pytest.raises(DTypeError, match="softmax"):
+        x.softmax(0)
+    assert x.float().softmax(0).dtype == tl.float32
+
+
+# ---- conversions -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["float", "double", "long", "int", "bool", "half", "short", "byte", "char"])
+def test_conversion_methods_match_torch(method):
+    x, t = both([[-1.5, 0.0], [2.25, 3.0]], "float32")
+    got, want = getattr(x, method)(), getattr(t, method)()
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(got.numpy().astype(np.float64), want.numpy().astype(np.float64))
+
+
+def test_to_type_and_type_as_follow_torch():
+    x, t = both([1, 2, 3])
+    assert x.type() == t.type() == "torch.LongTensor"
+    assert x.type(tl.float64).dtype == tl.float64
+    assert x.type("torch.FloatTensor").dtype == tl.float32
+    y = tl.ones(2, dtype=tl.float64)
+    assert x.type_as(y).dtype == tl.float64
+    assert x.to(y).dtype == tl.float64
+    assert x.to("cpu", tl.float32).dtype == tl.float32
+    assert x.to(dtype=tl.int32).dtype == tl.int32
+    assert x.is_floating_point() is False and y.is_floating_point() is True
+    assert x.element_size() == t.element_size() == 8
+
+
+def test_cast_is_differentiable():
+    x, t = both([1.5, -2.0], "float32", requires_grad=True)
+    (x.double() * 3).sum().backward()
+    (t.double() * 3).sum().backward()
+    assert x.grad.dtype == tl.float32
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy())
+
+
+# ---- printing and Python protocols ----------------------------------------------------------------
+
+@pytest.mark.parametrize("data,dtype", [
+    ([1.0, 2.0], None), ([[1.0, 2.5], [3.0, -4.0]], None), ([1e-6, 1e3], None), ([1, 2, 3], None),
+    ([True, False], None), (3.0, None), ([1.0, 2.0], "float64"), ([1, 2], "int32"), ([0.1234567, 10.5], None),
+    ([[1, -20], [300, 4]], None)])
+def test_repr_matches_torch(data, dtype):
+    x, t = both(data, dtype)
+    assert repr(x) == repr(t).replace("torch.", "torchlean.")
+
+
+def test_repr_shows_grad_state_like_torch():
+    x, t = both([1.0, 2.0], requires_grad=True)
+    assert repr(x) == repr(t)
+    assert repr(x * 2) == repr(t * 2)
+    assert repr(x.sum()) == repr(t.sum())
+
+
+def test_python_protocols_match_torch():
+    x, t = both([[1.0, 2.0], [3.0, 4.0]])
+    assert len(x) == len(t) == 2
+    assert [r.tolist() for r in x] == [r.tolist() for r in t]
+    assert float(x[1, 1]) == float(t[1, 1]) == 4.0
+    assert f"{x[0, 1]:.3f}" == f"{t[0, 1]:.3f}"
+    assert [10, 20, 30][tl.tensor(1)] == 20
+    assert bool(tl.tensor([1.0])) is True
+    with pytest.raises(TorchLeanError):
+        bool(x)
+    with pytest.raises(TypeError):
+        len(tl.tensor(1.0))
+    assert x.shape == t.shape and x.size() == (2, 2) and x.size(-1) == 2 and x.shape.numel() == 4
+    assert repr(x.shape) == "torchlean.Size([2, 2])"
+
+
+def test_numpy_shares_memory_on_the_cpu():
+    x = tl.zeros(3)
+    a = x.numpy()
+    a[1] = 5.0
+    assert x.tolist() == [0.0, 5.0, 0.0]
+
+
+# ---- in-place writes ----------------------------------------------------------------------------------
+
+def test_setitem_forms_match_torch():
+    x, t = both(np.arange(12.0).reshape(3, 4), "float32")
+    for lib, a in ((tl, x), (torch, t)):
+        a[0] = 1
+        a[:, 2] = lib.tensor([5.0, 6.0, 7.0])
+        a[a > 8] = -1
+        a[lib.tensor([2, 0])] = 9.5
+        a[..., 1] = a[..., 3]
+        a[1, [0, 3]] = lib.tensor([3.0, 4.0])
+    np.testing.assert_array_equal(x.numpy(), t.numpy())
+
+
+def test_setitem_out_of_range_raises_index_error():
+    x = tl.zeros(3)
+    with pytest.raises(IndexRangeError):
+        x[5] = 1.0
+    with pytest.raises(IndexError):
+        x[tl.tensor([0, 3])] = 1.0
+
+
+def test_basic_index_results_write_back_like_torch_views():
+    x, t = both(np.zeros((2, 3)), "float32")
+    for a in (x, t):
+        a[0].fill_(7)
+        a[:, 1].zero_()
+        a[1][2] = 4.0
+    np.testing.assert_array_equal(x.numpy(), t.numpy())
+
+
+def test_version_counter_counts_writes():
+    x, t = both([1.0, 2.0])
+    for a in (x, t):
+        a[0] = 3.0
+        a.zero_()
+        a.copy_(a * 0 + 1)
+    assert x._version == t._version == 3
+
+
+def test_modified_saved_tensor_raises_like_torch():
+    for lib, err in ((torch, RuntimeError), (tl, AutogradError)):
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = a.exp()                # exp saves its result
+        y = (h * 2).sum()
+        h.zero_()
+        with pytest.raises(err, match="modified by an inplace|modified by an in-place"):
+            y.backward()
+
+
+def test_in_place_on_a_leaf_that_requires_grad_raises_like_torch():
+    for lib in (torch, tl):
+        w = lib.tensor([1.0, 2.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="leaf"):
+            w.zero_()
+        with lib.no_grad():
+            w.zero_()
+        assert w.tolist() == [0.0, 0.0]
+
+
+def test_copy_into_a_non_leaf_carries_gradients_like_torch():
+    x, t = both([1.0, 2.0, 3.0], requires_grad=True)
+    s, ts = both([4.0, 5.0, 6.0], requires_grad=True)
+    for a, b in ((x, s), (t, ts)):
+        y = a * 2
+        y.copy_(b * 3)
+        (y * y).sum().backward()
+    np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy())
+    assert x.grad is None and t.grad.tolist() == [0.0, 0.0, 0.0]   # torch: zeros through the overwritten copy
+
+
+def test_data_writes_are_not_tracked():
+    w = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (w * w).sum()
+    w.data.mul_(2) if hasattr(w.data, "mul_") else w.data.copy_(w.data * 2)
+    y.backward()                               # torch does not check .data writes either
+    assert w.tolist() == [2.0, 4.0]
+
+
+# ---- autograd API --------------------------------------------------------------------------------------
+
+def test_autograd_grad_matches_torch():
+    x, t = both([1.0, 2.0, 3.0], requires_grad=True)
+    outs = []
+    for lib, a in ((tl, x), (torch, t)):
+        h = a * a
+        y = (h * 3).sum()
+        z = (a * 5).sum()
+        gx, gh = lib.autograd.grad([y, z], [a, h], retain_graph=True)
+        (gz,) = lib.autograd.grad(h, a, grad_outputs=lib.ones(3) * 2)
+        outs.append((gx.tolist(), gh.tolist(), gz.tolist()))
+    assert outs[0] == outs[1]
+    assert x.grad is None
+
+
+def test_autograd_grad_unused_and_create_graph():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    u = tl.tensor([1.0], requires_grad=True)
+    y = (x * x).sum()
+    with pytest.raises(AutogradError, match="allow_unused"):
+        tl.autograd.grad(y, [x, u], retain_graph=True)
+    gx, gu = tl.autograd.grad(y, [x, u], allow_unused=True, retain_graph=True)
+    assert gu is None and gx.tolist() == [2.0, 4.0]
+    with pytest.raises(AutogradError, match="create_graph"):
+        tl.autograd.grad(y, x, create_graph=True)
+
+
+def test_hooks_and_retain_grad_match_torch():
+    res = []
+    for lib in (tl, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        seen = []
+        x.register_hook(lambda g: seen.append(g.tolist()))
+        h = x * 2
+        h.retain_grad()
+        handle = h.register_hook(lambda g: g * 10)
+        (h * h).sum().backward()
+        handle.remove()
+        res.append((x.grad.tolist(), h.grad.tolist(), seen, h.retains_grad, x.is_leaf, h.is_leaf))
+    assert res[0] == res[1]
+
+
+def test_backward_inputs_restricts_accumulation_like_torch():
+    res = []
+    for lib in (tl, torch):
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        b = lib.tensor([3.0, 4.0], requires_grad=True)
+        (a * b).sum().backward(inputs=[a])
+        res.append((a.grad.tolist(), b.grad))
+    assert res[0] == res[1]
+
+
+def _custom(lib):
+    class Clip(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, lo):
+            ctx.save_for_backward(x)
+            ctx.lo = lo
+            return x.clamp(min=lo), x * 2
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            (x,) = ctx.saved_tensors
+            return g1 * (x > ctx.lo).to(g1.dtype) + g2 * 2, None
+    return Clip
+
+
+def test_custom_function_with_two_outputs_matches_torch():
+    res = []
+    for lib in (tl, torch):
+        x = lib.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+        a, b = _custom(lib).apply(x, 0.0)
+        (a * 3 + b * b).sum().backward()
+        res.append((a.tolist(), b.tolist(), x.grad.tolist()))
+    assert res[0] == res[1]
+
+
+def test_custom_function_checks_saved_tensor_versions():
+    class Sq(tl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 1.0
+    y = Sq.apply(h).sum()
+    h.fill_(5)
+    with pytest.raises(AutogradError, match="in-place"):
+        y.backward()
+
+
+def test_grad_modes_match_torch():
+    for lib in (tl, torch):
+        x = lib.ones(2, requires_grad=True)
+        with lib.no_grad():
+            assert not (x * 2).requires_grad
+            with lib.enable_grad():
+                assert (x * 2).requires_grad
+        with lib.set_grad_enabled(False):
+            assert not (x * 2).requires_grad
+        assert (x * 2).requires_grad
+        with lib.inference_mode():
+            assert not (x * 2).requires_grad
+
+        @lib.no_grad()
+        def f(v):
+            return v * 2
+        assert not f(x).requires_grad
+        lib.set_grad_enabled(False)
+        assert not (x * 2).requires_grad
+        lib.set_grad_enabled(True)
+        assert (x * 2).requires_grad
+
+
+def test_detach_and_requires_grad_errors():
+    x = tl.tensor([1.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(AutogradError):
+        y.requires_grad_(False)
+    with pytest.raises(DTypeError):
+        tl.tensor([1, 2]).requires_grad_()
+    d = y.detach()
+    assert d.is_leaf and not d.requires_grad and d.grad_fn is None
+    assert y.grad_fn.name() == (torch.ones(1, requires_grad=True) * 2).grad_fn.name()
+
+
+def test_backward_of_non_scalar_needs_a_gradient():
+    x = tl.ones(2, requires_grad=True)
+    with pytest.raises(AutogradError, match="scalar"):
+        (x * 2).backward()
+    with pytest.raises(ShapeError):
+        (x * 2).backward(tl.ones(3))
+
+
+def test_tape_dense_backward_from_a_seed_list():
+    from torchlean.autograd import Tape
+    t = Tape()
+    x = t.leaf(np.array([1.0, 2.0]))
+    a = t.mul(x, x)
+    b = t.exp(x)
+    g = t.backward([None, np.ones(2), np.array([1.0, 0.0])])
+    np.testing.assert_allclose(g[x], [2.0 + np.e, 4.0])
+    np.testing.assert_allclose(g[a], [1.0, 1.0])
+    with pytest.raises(ShapeError, match="one per node"):
+        t.backward([None, np.ones(2)])
+    assert a != b
