@@ -444,6 +444,13 @@ def _sweep_from(op, pairs, keep_of):
     return tape, {i: grads[i] for i in keep if i in grads}
 
 
+def _store_retained(tape, grads) -> None:
+    for nid, r in tape.retained.items():
+        x = r()
+        if x is not None and nid in grads:
+            x._grad = wrap(grads[nid]) if x._grad is None else wrap(x._grad._value + grads[nid])
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
     """torch.autograd.backward: accumulate d(tensors)/d(leaf) into every reachable leaf's ``.grad``.
 
@@ -487,10 +494,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         g = grads.get(nid)
         if g is not None and (only is None or id(leaf) in only):
             accumulate_grad(leaf, g)
-    for nid, r in tape.retained.items():
-        x = r()
-        if x is not None and nid in grads:
-            x._grad = wrap(grads[nid]) if x._grad is None else wrap(x._grad._value + grads[nid])
+    _store_retained(tape, grads)
     if only is not None:
         for x in inputs:
             if x._tape is not None and resolve(x)[0] is tape and x._id in grads and x._id not in tape.retained:
@@ -532,7 +536,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             return [i] if xt is tape else []
         return [nid for nid, leaf in tape.leaves if leaf is x]
 
-    tape, grads = _sweep_from("grad", pairs, lambda tape: {i for x in ins for i in input_ids(tape, x)})
+    def keep_of(tape):
+        ids = {i for x in ins for i in input_ids(tape, x)}
+        ids.update(nid for nid, r in tape.retained.items() if r() is not None)
+        return ids
+
+    tape, grads = _sweep_from("grad", pairs, keep_of)
+    if tape is not None:  # retained non-leaf gradients accumulate here too, as in torch
+        _store_retained(tape, grads)
     result = []
     for k, x in enumerate(ins):
         g = None
