@@ -150,7 +150,8 @@ REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.reg
               "torchlean.testing.opinfo": {"OPINFOS"}, "torchlean.spec.compound": {"COMPOUNDS"},
               "torchlean.testing.kernel_cases": {"GENERATORS"},
               "torchlean.autograd.dispatch": {"DISPATCH"},   # DISPATCH: the one dispatch cache
-              "torchlean.ops.table": {"FUNCTIONS", "METHODS"}, "torchlean.dtypes": {"NAMES", "_BY_NP", "_NP_ALIASES", "_CATEGORY"}}
+              "torchlean.ops.table": {"FUNCTIONS", "METHODS"},
+              "torchlean.autograd.record": {"DIFFERENTIABLE_VJPS"}, "torchlean.dtypes": {"NAMES", "_BY_NP", "_NP_ALIASES", "_CATEGORY"}}
 
 
 def test_no_module_level_cache_outside_the_cuda_backend():

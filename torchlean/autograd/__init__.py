@@ -2,7 +2,7 @@
 dispatch (:func:`forward_op`) and the front end's recording (:func:`record`, :func:`backward`)."""
 
 from .dispatch import DISPATCH, SPEC_RULES, device_of, forward_op
-from .record import (GraphTape, Variable, attach, backward, enable_grad, grad, inference_mode, is_grad_enabled,
+from .record import (DIFFERENTIABLE_VJPS, GraphTape, Variable, attach, backward, enable_grad, grad, inference_mode, is_grad_enabled,
                      mark_written, no_grad, record, recorded_leaves, resolve, set_grad_enabled, set_result_class,
                      tracing, wrap)
 from .function import Function, FunctionCtx, once_differentiable
@@ -14,4 +14,5 @@ install_op_methods()
 __all__ = ["Tape", "Node", "RULES", "device_of", "run_op", "forward_op", "sweep", "record", "backward",
            "no_grad", "enable_grad", "is_grad_enabled", "Variable", "GraphTape", "tracing", "set_result_class",
            "wrap", "resolve", "recorded_leaves", "DISPATCH", "SPEC_RULES", "grad", "attach", "mark_written",
-           "set_grad_enabled", "inference_mode", "Function", "FunctionCtx", "once_differentiable"]
+           "set_grad_enabled", "inference_mode", "Function", "FunctionCtx", "once_differentiable",
+           "DIFFERENTIABLE_VJPS"]

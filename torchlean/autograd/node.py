@@ -12,16 +12,18 @@ class Node:
     """One recorded step: name, value, requires_grad, parents, backward, cleanup.
 
     A node recorded from the op registry keeps its rule, the kernels, what the rule's forward
-    saved and which parents need gradients (``rule``, ``K``, ``saved``, ``needs``) instead of a
+    saved, which parents need gradients and the op's attributes (``rule``, ``K``, ``saved``, ``needs``,
+    ``attrs``: what a differentiable backward re-reads) instead of a
     closure over them: no function is built per op on the eager hot path (its backward is
     ``rule.backward(K, saved, g, needs)``). ``backward`` reads as the usual
     ``backward(g) -> contributions`` either way.
     """
 
-    __slots__ = ("name", "value", "requires_grad", "parents", "_bwd", "cleanup", "rule", "K", "saved", "needs")
+    __slots__ = ("name", "value", "requires_grad", "parents", "_bwd", "cleanup", "rule", "K", "saved", "needs",
+                 "attrs")
 
     def __init__(self, name, value, requires_grad, parents=(), backward=None, cleanup=None, rule=None, K=None,
-                 saved=None, needs=None):
+                 saved=None, needs=None, attrs=None):
         self.name = name
         self.value = value
         self.requires_grad = requires_grad
@@ -32,6 +34,7 @@ class Node:
         self.K = K
         self.saved = saved
         self.needs = needs
+        self.attrs = attrs
 
     @property
     def backward(self):

@@ -154,6 +154,7 @@ class GraphTape(Tape):
         self.merge_offset = 0
         self.hooks: dict = {}           # node id -> gradient hooks (array -> array or None)
         self.retained: dict = {}        # node id -> weakref of a non-leaf whose .grad is kept
+        self.pinned = False             # True while a differentiable backward walks it (see attach)
         tapes = _state.tapes
         tapes.append(weakref.ref(self))
         if len(tapes) % 256 == 0:  # drop the dead references now and then
@@ -266,14 +267,14 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
                     ib = tape.leaf_id(b) if rb else _constant_id(nodes, b)
                 parents, needs = (ia, ib), (ra, rb)
             out._id = len(nodes)
-            nodes.append(Node(op, y, True, parents, None, None, rule, K, saved, needs))
+            nodes.append(Node(op, y, True, parents, None, None, rule, K, saved, needs, attrs))
             out._tape = tape
             out.requires_grad = True
             return out
     needs = tuple([t.requires_grad for t in inputs])
     if True not in needs or rule is None:
         return out
-    return attach(out, inputs, Node(op, y, True, (), None, None, rule, K, saved, needs))
+    return attach(out, inputs, Node(op, y, True, (), None, None, rule, K, saved, needs, attrs))
 
 
 def attach(out: Variable, inputs, node: Node) -> Variable:
@@ -293,6 +294,8 @@ def attach(out: Variable, inputs, node: Node) -> Variable:
                 target = tape
             elif tape is not target:
                 big, small = (target, tape) if len(target.nodes) >= len(tape.nodes) else (tape, target)
+                if small.pinned:  # a tape under a differentiable backward keeps its ids
+                    big, small = small, big
                 big.absorb(small)
                 target = big
     if target is None:
@@ -382,18 +385,91 @@ def mark_written(t: Variable, op: str, writer: Variable | None = None) -> None:
                 n.rule = _Stale(n.name, op, tuple(v.shape))
 
 
+def _acc(old, g):
+    """``old + g`` as a Variable: ``g`` an array (a new array: a gradient may be shared between leaves),
+    or a recorded Variable (a backward with ``create_graph``: the sum is recorded too)."""
+    if isinstance(g, Variable):
+        return g if old is None else record("add", (old, g), {})
+    return wrap(g) if old is None else wrap(old._value + g)
+
+
 def accumulate_grad(t: Variable, g) -> None:
-    """Add gradient array ``g`` to ``t.grad`` (a new array: a gradient may be shared between leaves),
-    after ``t``'s hooks."""
+    """Add gradient ``g`` (an array, or a recorded Variable) to ``t.grad``, after ``t``'s hooks."""
     for h in getattr(t, "_hooks", ()):
+        if isinstance(g, Variable):
+            raise AutogradError("backward: tensor hooks with create_graph=True are not supported yet")
         g2 = h(g)
         if g2 is not None:
             g = g2
-    t._grad = wrap(g) if t._grad is None else wrap(t._grad._value + g)
+    t._grad = _acc(t._grad, g)
 
 
-def _seeds(op, outputs, grad_outputs):
-    """``[(output, seed array)]`` after torch's checks (one-element outputs may omit their seed)."""
+#: op name -> its VJP written with recorded ops, ``vjp(inputs, output, g, attrs) -> cotangents`` over
+#: Variables: what a backward with ``create_graph=True`` runs, so that the gradients it returns are
+#: themselves recorded and can be differentiated again. The front end fills it
+#: (:mod:`torchlean.ops.higher`); an op missing here raises when a higher-order backward reaches it.
+DIFFERENTIABLE_VJPS: dict = {}
+
+
+def _graph_sweep(tape, grads: dict, start: int, keep) -> None:
+    """:func:`~torchlean.autograd.node.sweep` with recorded cotangents: ``grads`` maps node ids to
+    Variables, each node's VJP comes from :data:`DIFFERENTIABLE_VJPS` and records onto ``tape``
+    (new nodes land after ``start``, so the tape stays a topological order)."""
+    if tape.hooks:
+        raise AutogradError("backward: tensor hooks with create_graph=True are not supported yet")
+    tape.pinned = True
+    try:
+        _graph_walk(tape, grads, start, keep)
+    finally:
+        tape.pinned = False
+
+
+def _graph_walk(tape, grads, start, keep) -> None:
+    nodes = tape.nodes
+    leaf_var = {nid: v for nid, v in tape.leaves}
+    handles = {}
+
+    def handle(p):
+        h = handles.get(p)
+        if h is None:
+            h = leaf_var.get(p)
+            if h is None:
+                node = nodes[p]
+                h = wrap(node.value)
+                if node.name is not None and node.requires_grad:  # a recorded result: its node stands for it
+                    h._tape, h._id, h.requires_grad = tape, p, True
+            handles[p] = h
+        return h
+
+    for i in range(start, -1, -1):
+        g = grads.get(i)
+        if g is None:
+            continue
+        node = nodes[i]
+        if node.requires_grad and node.name is not None and (node.rule is not None or node._bwd is not None):
+            if isinstance(node.rule, _Stale):
+                node.rule.backward(None, None, None, None)
+            vjp = DIFFERENTIABLE_VJPS.get(node.name)
+            if vjp is None or node.rule is None:
+                raise AutogradError(f"backward: create_graph=True through op {node.name!r}: its differentiable "
+                                    f"gradient is not available yet")
+            xs = tuple(handle(p) for p in node.parents)
+            contribs = vjp(xs, handle(i), g, node.attrs or {})
+            for p, c, need in zip(node.parents, contribs, node.needs):
+                if c is None or not need or not nodes[p].requires_grad:
+                    continue
+                if tuple(c._value.shape) != tuple(nodes[p].value.shape):
+                    raise ShapeError(f"{node.name}: differentiable gradient for parent {p} has shape "
+                                     f"{tuple(c._value.shape)}, expected {tuple(nodes[p].value.shape)}")
+                old = grads.get(p)
+                grads[p] = c if old is None else record("add", (old, c), {})
+        if i not in keep:
+            del grads[i]
+
+
+def _seeds(op, outputs, grad_outputs, create_graph=False):
+    """``[(output, seed)]`` after torch's checks (one-element outputs may omit their seed): arrays, or
+    Variables with ``create_graph`` (a seed that requires grad is then differentiated through too)."""
     out = []
     for k, (t, g) in enumerate(zip(outputs, grad_outputs)):
         shape = tuple(t._value.shape)
@@ -410,11 +486,13 @@ def _seeds(op, outputs, grad_outputs):
             seed = g._value if isinstance(g, Variable) else K.from_host(g, t._value.dtype)
             if tuple(seed.shape) != shape:
                 raise ShapeError(f"{op}: gradient shape {tuple(seed.shape)} does not match output shape {shape}")
+            if create_graph and isinstance(g, Variable):
+                seed = g
         out.append((t, seed))
     return out
 
 
-def _sweep_from(op, pairs, keep_of):
+def _sweep_from(op, pairs, keep_of, create_graph=False):
     """Reverse accumulation from several seeded outputs on one tape. ``keep_of(tape)`` gives the node ids
     whose gradients to return. Returns ``(tape, {id: gradient})``; a leaf output's gradient is its seed."""
     tapes = []
@@ -438,9 +516,16 @@ def _sweep_from(op, pairs, keep_of):
         if t._tape is None:
             continue
         _, i = resolve(t)
-        grads[i] = seed if i not in grads else grads[i] + seed
+        if create_graph:
+            seed = seed if isinstance(seed, Variable) else wrap(seed)
+            grads[i] = seed if i not in grads else record("add", (grads[i], seed), {})
+        else:
+            grads[i] = seed if i not in grads else grads[i] + seed
     keep = keep_of(tape)
-    sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None)
+    if create_graph:
+        _graph_sweep(tape, grads, max(grads), keep)
+    else:
+        sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None)
     return tape, {i: grads[i] for i in keep if i in grads}
 
 
@@ -448,7 +533,7 @@ def _store_retained(tape, grads) -> None:
     for nid, r in tape.retained.items():
         x = r()
         if x is not None and nid in grads:
-            x._grad = wrap(grads[nid]) if x._grad is None else wrap(x._grad._value + grads[nid])
+            x._grad = _acc(x._grad, grads[nid])
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
@@ -457,10 +542,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     ``tensors`` is one output or a sequence; ``grad_tensors`` their seeds (Variables or array-likes of
     the outputs' shapes; None for a one-element output). ``inputs`` restricts the accumulation to
     those tensors (leaves or not). Non-leaves that called ``retain_grad()`` get their ``.grad`` too.
-    Without ``retain_graph`` the tape is released.
+    Without ``retain_graph`` (default: ``create_graph``) the tape is released. With ``create_graph``
+    the gradients are recorded (see :data:`DIFFERENTIABLE_VJPS`) and can be differentiated again.
     """
-    if create_graph:
-        raise AutogradError("backward: create_graph=True (higher-order gradients) is not supported yet")
+    if retain_graph is None:
+        retain_graph = create_graph
     single = isinstance(tensors, Variable)
     outs = [tensors] if single else list(tensors)
     if single:
@@ -470,7 +556,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             [grad_tensors] if isinstance(grad_tensors, Variable) else list(grad_tensors)
     if len(gos) != len(outs):
         raise AutogradError(f"backward: got {len(gos)} gradients for {len(outs)} tensors")
-    pairs = _seeds("backward", outs, gos)
+    pairs = _seeds("backward", outs, gos, create_graph)
     if isinstance(inputs, Variable):
         inputs = [inputs]
     only = None if inputs is None else {id(x) for x in inputs}
@@ -484,7 +570,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                     ids.add(x._id)
         return ids
 
-    tape, grads = _sweep_from("backward", pairs, keep_of)
+    tape, grads = _sweep_from("backward", pairs, keep_of, create_graph)
     for o, seed in pairs:
         if o._tape is None and (only is None or id(o) in only):  # a leaf output: d o / d o = seed
             accumulate_grad(o, seed)
@@ -498,21 +584,27 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if only is not None:
         for x in inputs:
             if x._tape is not None and resolve(x)[0] is tape and x._id in grads and x._id not in tape.retained:
-                x._grad = wrap(grads[x._id]) if x._grad is None else wrap(x._grad._value + grads[x._id])
+                x._grad = _acc(x._grad, grads[x._id])
     if not retain_graph:
         tape.release()
+
+
+def _plus(a, b):
+    if isinstance(a, Variable) or isinstance(b, Variable):
+        a = a if isinstance(a, Variable) else wrap(a)
+        b = b if isinstance(b, Variable) else wrap(b)
+        return record("add", (a, b), {})
+    return a + b
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
          is_grads_batched=False, materialize_grads=False) -> tuple:
     """torch.autograd.grad: the gradients of ``outputs`` (seeded by ``grad_outputs``) with respect to
-    ``inputs`` (leaves or not), returned as a tuple instead of accumulated into ``.grad``.
-
-    Higher-order gradients (``create_graph=True``) are not available yet: the call raises
-    :class:`AutogradError` saying so."""
-    if create_graph:
-        raise AutogradError("grad: create_graph=True (higher-order gradients: gradient penalties, Hessian-vector "
-                            "products) is not supported yet")
+    ``inputs`` (leaves or not), returned as a tuple instead of accumulated into ``.grad``. With
+    ``create_graph`` the returned gradients are recorded and can be differentiated again (gradient
+    penalties, Hessian-vector products); ``retain_graph`` defaults to ``create_graph``."""
+    if retain_graph is None:
+        retain_graph = create_graph
     if is_grads_batched:
         raise AutogradError("grad: is_grads_batched=True is not supported")
     single_in = isinstance(inputs, Variable)
@@ -527,7 +619,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         list(grad_outputs) if grad_outputs is not None else [None] * len(outs)
     if len(gos) != len(outs):
         raise AutogradError(f"grad: got {len(gos)} grad_outputs for {len(outs)} outputs")
-    pairs = _seeds("grad", outs, gos)
+    pairs = _seeds("grad", outs, gos, create_graph)
 
     def input_ids(tape, x):
         """The node ids standing for ``x`` (a leaf has one per computation that opened a tape with it)."""
@@ -541,7 +633,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         ids.update(nid for nid, r in tape.retained.items() if r() is not None)
         return ids
 
-    tape, grads = _sweep_from("grad", pairs, keep_of)
+    tape, grads = _sweep_from("grad", pairs, keep_of, create_graph)
     if tape is not None:  # retained non-leaf gradients accumulate here too, as in torch
         _store_retained(tape, grads)
     result = []
@@ -549,22 +641,23 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         g = None
         for i in (input_ids(tape, x) if tape is not None else ()):
             if i in grads:
-                g = grads[i] if g is None else g + grads[i]
-        if g is not None:
-            if x._tape is None:
-                for h in getattr(x, "_hooks", ()):
-                    g2 = h(g)
-                    g = g if g2 is None else g2
+                g = grads[i] if g is None else _plus(g, grads[i])
+        if g is not None and x._tape is None:
+            for h in getattr(x, "_hooks", ()):
+                if isinstance(g, Variable):
+                    raise AutogradError("grad: tensor hooks with create_graph=True are not supported yet")
+                g2 = h(g)
+                g = g if g2 is None else g2
         for o, seed in pairs:  # an input that is itself an output
             if o is x:
-                g = seed if g is None else g + seed
+                g = seed if g is None else _plus(g, seed)
         if g is None:
             if materialize_grads:
                 g = get_kernels(device_of(x._value)).zeros(tuple(x._value.shape), x._value.dtype)
             elif not allow_unused:
                 raise AutogradError(f"grad: inputs[{k}] (shape {tuple(x._value.shape)}) was not used in the graph "
                                     f"of the outputs; pass allow_unused=True to get None for it")
-        result.append(None if g is None else wrap(g))
+        result.append(None if g is None else g if isinstance(g, Variable) else wrap(g))
     if tape is not None and not retain_graph:
         tape.release()
     return tuple(result)

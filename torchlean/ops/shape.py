@@ -653,6 +653,16 @@ def tensor_split(input, indices_or_sections, dim=0):
     return _split_at(input, d, [int(b) for b in np.cumsum([0] + sizes)])
 
 
+@export("select")
+def select(input, dim, index):
+    """``input`` at ``index`` along ``dim``, that axis removed (``x[:, i]`` for dim 1)."""
+    d = _axis("select", dim, input.ndim)
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexRangeError(f"select: index {index} out of range for dimension {dim} with size {n}")
+    return record("select", (input,), {"axis": d, "index": index % n})
+
+
 @export("unbind")
 def unbind(input, dim=0):
     """The slices along ``dim``, that axis removed, as a tuple."""
