@@ -173,3 +173,31 @@ def test_differentiable_vjps_on_cuda_match_the_cpu():
                     if (a is None) != (b is None) or (a is not None and not np.allclose(a, b, rtol=1e-7, atol=1e-9)):
                         failures.append(f"{name} {s.desc}")
     assert not failures, failures
+
+
+def _fns(lib):
+    def f(x, y):
+        return (x * y).tanh() * x.sum()
+
+    def s(x):
+        return (x.sin() * x * x).sum()
+    return f, s
+
+
+def test_autograd_functional_matches_torch():
+    rng = np.random.default_rng(9)
+    a, b, v = (rng.standard_normal(3) for _ in range(3))
+    out = []
+    for lib in (tl, torch):
+        F = lib.autograd.functional
+        f, s = _fns(lib)
+        x, y, vv = lib.tensor(a), lib.tensor(b), lib.tensor(v)
+        jx, jy = F.jacobian(f, (x, y))
+        h = F.hessian(s, x)
+        _, vj = F.vjp(f, (x, y), vv)
+        _, jv = F.jvp(f, (x, y), (vv, vv))
+        _, hv = F.hvp(s, x, vv)
+        _, vh = F.vhp(s, x, vv)
+        out.append([t.detach().numpy() for t in (jx, jy, h, vj[0], vj[1], jv, hv, vh)])
+    for k, (p, q) in enumerate(zip(*out)):
+        np.testing.assert_allclose(p, q, rtol=1e-9, atol=1e-12, err_msg=str(k))

@@ -469,3 +469,18 @@ def test_random_shapes(shape, data):
         grads(lambda t: t.amax(dim, keepdim), lambda t: t.amax(dim, keepdim), x)
         grads(lambda t: t.max(dim, keepdim), lambda t: t.max(dim, keepdim), x)
         grads(lambda t: t.cummin(dim), lambda t: t.cummin(dim), x)
+
+
+@pytest.mark.parametrize("kw", [{}, {"dim": 1}, {"p": 1, "dim": 0}, {"p": float("inf")}, {"p": -float("inf"), "dim": 1},
+                                {"p": 3, "dim": 1, "keepdim": True}, {"p": 0}, {"p": "fro", "dim": (0, 1)}])
+def test_norm_matches_torch(kw):
+    a = np.random.default_rng(4).standard_normal((3, 4))
+    x = tl.tensor(a.tolist(), requires_grad=True)
+    t = torch.tensor(a.tolist(), requires_grad=True)
+    r, q = x.norm(**kw), t.norm(**kw)
+    np.testing.assert_allclose(r.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    if kw.get("p") != 0:
+        r.sum().backward()
+        q.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert tl.norm(x, **kw).shape == torch.norm(t, **kw).shape

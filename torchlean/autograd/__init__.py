@@ -5,6 +5,7 @@ from .dispatch import DISPATCH, SPEC_RULES, device_of, forward_op
 from .record import (DIFFERENTIABLE_VJPS, GraphTape, Variable, attach, backward, enable_grad, grad, inference_mode, is_grad_enabled,
                      mark_written, no_grad, record, recorded_leaves, resolve, set_grad_enabled, set_result_class,
                      tracing, wrap)
+from . import functional  # noqa: F401 - torch.autograd.functional
 from .function import Function, FunctionCtx, once_differentiable
 from .rules import RULES
 from .tape import Node, Tape, install_op_methods, run_op, sweep

@@ -784,3 +784,33 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         lo = x[(slice(None),) * a + (slice(None, -1),)]
         x = (hi != lo) if x.dtype == bool_ else hi - lo
     return x
+
+
+# ---- torch.norm ----------------------------------------------------------------------------------
+
+@export()
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
+    """torch.norm: the vector ``p``-norm over ``dim`` (all entries when None); ``"fro"`` is the 2-norm
+    of the entries. The gradient at 0 is 0 (sqrt's convention); inf norms split ties evenly. The
+    nuclear norm is ``torchlean.linalg.matrix_norm(x, "nuc")``."""
+    x = input if dtype is None else input.to(dtype=dtype)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"norm: expects a floating-point tensor, got {x.dtype.name}")
+    if p == "nuc":
+        raise DomainError("norm: p='nuc' is torchlean.linalg.matrix_norm(x, 'nuc')")
+    if p is None or p == "fro":
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise DomainError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
+    a = x.abs()
+    if p == math.inf:
+        return amax(a, () if dim is None else dim, keepdim)
+    if p == -math.inf:
+        return amin(a, () if dim is None else dim, keepdim)
+    if p == 0:
+        return sum((x != 0).to(dtype=x.dtype), dim, keepdim)
+    if p == 1:
+        return sum(a, dim, keepdim)
+    if p == 2:
+        return sum(x * x, dim, keepdim).sqrt()
+    return sum(a ** p, dim, keepdim) ** (1.0 / p)
