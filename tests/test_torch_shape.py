@@ -503,3 +503,20 @@ def test_random_triangles_and_diagonals(r, c, b, k):
     if not b:
         check(lambda L, x: L.diag(x, k), shape)
         check(lambda L, x: L.diag(x, k), (r,))
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+@pytest.mark.parametrize("sizes", [(3,), (3, 2), (3, 2, 4)])
+def test_meshgrid_matches_torch(indexing, sizes):
+    rng = np.random.default_rng(len(sizes))
+    data = [rng.standard_normal(n).tolist() for n in sizes]
+    xs = [tl.tensor(d, requires_grad=True) for d in data]
+    ts = [torch.tensor(d, requires_grad=True) for d in data]
+    got, want = tl.meshgrid(*xs, indexing=indexing), torch.meshgrid(*ts, indexing=indexing)
+    w = [rng.standard_normal(tuple(g.shape)) for g in want]
+    for g, q, wk in zip(got, want, w):
+        np.testing.assert_array_equal(g.detach().numpy(), q.detach().numpy())
+    sum((g * tl.tensor(wk)).sum() for g, wk in zip(got, w)).backward()
+    sum((q * torch.tensor(wk)).sum() for q, wk in zip(want, w)).backward()
+    for x, t in zip(xs, ts):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -913,3 +913,30 @@ def data_ptr(self) -> int:
     """The address of the first element: the NumPy buffer on the CPU, the device pointer on CUDA."""
     v = self._value
     return int(v.ctypes.data) if self.device == "cpu" else int(v.data.ptr)
+
+
+@export("meshgrid", method=False)
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D tensors (a list or varargs): ``indexing="ij"`` (matrix order, torch's
+    default) or ``"xy"`` (the first two axes swapped, Cartesian order); each grid is a broadcast of its
+    input, so gradients flow back summed."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise DomainError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for k, t in enumerate(tensors):
+        if not isinstance(t, Tensor) or t.ndim > 1:
+            raise ShapeError(f"meshgrid: expects 0-d or 1-d tensors, argument {k} has shape "
+                             f"{tuple(getattr(t, 'shape', ()))}")
+    ts = [t.reshape(-1) for t in tensors]
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.shape[0] for t in ts)
+    grids = []
+    for k, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[k] = shape[k]
+        grids.append(t.reshape(view).expand(*shape))
+    if indexing == "xy" and len(ts) >= 2:
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
