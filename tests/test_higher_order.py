@@ -165,7 +165,7 @@ def test_differentiable_vjps_on_cuda_match_the_cpu():
                 if not y.requires_grad:
                     break
                 wrt = [xs[k] for k in diff]
-                gs = tl.autograd.grad(y, wrt, tl.ones(*y.shape, dtype=tl.float64).to(dev) * 0.5,
+                gs = tl.autograd.grad(y, wrt, tl.ones(tuple(y.shape), dtype=tl.float64).to(dev) * 0.5,
                                       create_graph=True, allow_unused=True)
                 res.append([None if g is None else g.cpu().numpy() for g in gs])
             if len(res) == 2:
