@@ -81,6 +81,9 @@ def _kernels(dev, opts):
     return get_kernels(dev), RULES
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def forward_op(name, vals, attrs, fast=None):
     """Shape-check and run op ``name`` on values: ``(y, rule, K, saved)``.
 
@@ -102,8 +105,17 @@ def forward_op(name, vals, attrs, fast=None):
             key = (name, type(vals[0]), vals[0].shape)
         if key is not None:
             hit = DISPATCH.get(key)
-            if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)) and \
-                    (hit[4] or (vals[0].dtype.kind == "f" and vals[-1].dtype.kind == "f")):
+            if hit is not None and not hit[4]:
+                # An op not defined on integers is served from the cache for float inputs only
+                # (NumPy's builtin dtypes are singletons: identity first, inline on the hot path).
+                d = vals[0].dtype
+                if not (d is _F32 or d is _F64 or d.kind == "f"):
+                    hit = None
+                elif n == 2:
+                    d = vals[1].dtype
+                    if not (d is _F32 or d is _F64 or d.kind == "f"):
+                        hit = None
+            if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)):
                 rule, K, out_shape, _, _ = hit
                 y, saved = rule.forward(K, *vals)
                 if type(y) is not key[1] and isinstance(y, np.generic):

@@ -30,6 +30,7 @@ from ..kernels import get_kernels
 from ..tensor import Tensor, _as_tensor, _binary, _float_input, _float_only, record, tensor
 from .table import export
 
+_F32 = np.dtype(np.float32)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
@@ -272,7 +273,8 @@ def _float_unary(name, op=None, doc=""):
     op = op or name
 
     def fn(input):  # noqa: A002
-        if input._value.dtype.kind == "f":
+        d = input._value.dtype
+        if d is _F32 or d.kind == "f":   # the eager hot path: NumPy's float32 dtype is a singleton
             return record(op, (input,), {})
         return record(op, (_float_input(name, input),), {})
     fn.__name__ = fn.__qualname__ = name
@@ -294,7 +296,8 @@ for _name, _aliases, _op in (("exp", (), "exp"), ("expm1", (), "expm1"), ("log",
 @export("relu")
 def relu(input):  # noqa: A002
     """max(x, 0); relu'(0) = 0 (DESIGN.md). Integers stay integers."""
-    if input._value.dtype.kind == "b":
+    d = input._value.dtype
+    if d is not _F32 and d.kind == "b":
         raise DTypeError("relu: not supported on bool tensors")
     return record("relu", (input,), {})
 
@@ -631,7 +634,7 @@ def _operator(name, fn, reflected=False):
 
 @export("__add__", function=False)
 def _add_op(self, o):
-    if type(o) is Tensor and o._value.dtype == self._value.dtype:  # the eager hot path
+    if type(o) is Tensor and o._value.dtype is self._value.dtype:  # the eager hot path
         return record("add", (self, o), {})
     if type(o) is Tensor or isinstance(o, Number):
         return _binary("add", self, o)
@@ -647,7 +650,7 @@ def _radd_op(self, o):
 
 @export("__mul__", "__rmul__", function=False)
 def _mul_op(self, o):
-    if type(o) is Tensor and o._value.dtype == self._value.dtype:  # the eager hot path
+    if type(o) is Tensor and o._value.dtype is self._value.dtype:  # the eager hot path
         return record("mul", (self, o), {})
     if type(o) is Tensor:
         return _binary("mul", self, o)
