@@ -404,3 +404,60 @@ def test_tape_dense_backward_from_a_seed_list():
     with pytest.raises(ShapeError, match="one per node"):
         t.backward([None, np.ones(2)])
     assert a != b
+
+
+INPLACE_CASES = [
+    ("add_", lambda L: (L.tensor([1.0, 2.0, 3.0]),), {"alpha": 2}),
+    ("sub_", lambda L: (2.5,), {}),
+    ("mul_", lambda L: (L.tensor([2.0, -1.0, 0.5]),), {}),
+    ("div_", lambda L: (4.0,), {}),
+    ("pow_", lambda L: (2,), {}),
+    ("clamp_", lambda L: (), {"min": -0.5, "max": 0.5}),
+    ("fill_", lambda L: (7.0,), {}),
+    ("zero_", lambda L: (), {}),
+    ("copy_", lambda L: (L.tensor([9.0, 8.0, 7.0]),), {}),
+    ("masked_fill_", lambda L: (L.tensor([True, False, True]), -1.0), {}),
+    ("index_add_", lambda L: (0, L.tensor([2, 0]), L.tensor([10.0, 20.0])), {}),
+    ("scatter_", lambda L: (0, L.tensor([1, 2]), L.tensor([5.0, 6.0])), {}),
+    ("scatter_add_", lambda L: (0, L.tensor([1, 1]), L.tensor([5.0, 6.0])), {}),
+    ("relu_", lambda L: (), {}), ("sigmoid_", lambda L: (), {}), ("tanh_", lambda L: (), {}),
+    ("exp_", lambda L: (), {}), ("neg_", lambda L: (), {}), ("abs_", lambda L: (), {}),
+    ("unsqueeze_", lambda L: (0,), {}), ("t_", lambda L: (), {}),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs", INPLACE_CASES, ids=[c[0] for c in INPLACE_CASES])
+def test_inplace_methods_match_torch(name, args, kwargs):
+    res = []
+    for lib in (tl, torch):
+        x = lib.tensor([0.25, -1.5, 2.0])
+        y = getattr(x, name)(*args(lib), **kwargs)
+        assert y is x
+        res.append((np.asarray(x.tolist()), tuple(x.shape), x._version))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    assert res[0][1:] == res[1][1:]
+
+
+def test_inplace_log_squeeze_and_random_fills():
+    x = tl.tensor([[1.0, 2.0, 4.0]])
+    x.log_().squeeze_()
+    assert x.shape == (3,) and x.tolist() == pytest.approx([0.0, np.log(2.0), np.log(4.0)])
+    z = tl.zeros(2000)
+    assert 0.4 < float(z.bernoulli_(0.5).mean()) < 0.6
+    assert float(z.exponential_(2.0).mean()) == pytest.approx(0.5, rel=0.15)
+    assert float(z.normal_(3.0, 0.1).mean()) == pytest.approx(3.0, abs=0.02)
+    u = z.uniform_(-1, 1)
+    assert -1 <= float(u.min()) and float(u.max()) < 1
+    r = tl.zeros(50, dtype=tl.int64).random_(0, 3)
+    assert set(r.tolist()) <= {0, 1, 2}
+    d = tl.ones(2, requires_grad=True) * 2
+    assert d.detach_() is d and not d.requires_grad and d.is_leaf
+
+
+def test_int_tensor_refuses_a_float_result_in_place_like_torch():
+    for lib in (tl, torch):
+        x = lib.tensor([1, 2])
+        with pytest.raises((TypeError, RuntimeError)):
+            x.add_(1.5)
+        x += 2
+        assert x.tolist() == [3, 4]
