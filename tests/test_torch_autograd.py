@@ -461,3 +461,35 @@ def test_int_tensor_refuses_a_float_result_in_place_like_torch():
             x.add_(1.5)
         x += 2
         assert x.tolist() == [3, 4]
+
+
+REFUSED_ON_INTEGERS = {
+    "gelu": lambda L, x: L.nn.functional.gelu(x),
+    "layer_norm": lambda L, x: L.nn.functional.layer_norm(x, (4,)),
+    "mse_loss": lambda L, x: L.nn.functional.mse_loss(x, x),
+    "mean": lambda L, x: x.mean(),
+    "softmax": lambda L, x: L.softmax(x, -1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_ON_INTEGERS))
+def test_float_only_ops_refuse_integers_like_torch(name):
+    f = REFUSED_ON_INTEGERS[name]
+    with pytest.raises(RuntimeError):
+        f(torch, torch.tensor([[1, 2, 3, 4]]))
+    with pytest.raises(DTypeError):
+        f(tl, tl.tensor([[1, 2, 3, 4]]))
+
+
+def test_avg_pool_refuses_integers_where_torch_truncates():
+    with pytest.raises(DTypeError, match="avg_pool"):
+        tl.nn.functional.avg_pool1d(tl.tensor([[[1, 2, 3, 4]]]), 2)
+
+
+@pytest.mark.parametrize("expr", ["x ** 0.5", "x.clamp(0.5, 2.5)", "x.reciprocal()", "x.sqrt()", "x.sigmoid()",
+                                  "x / 2", "x * 2.5"])
+def test_integer_inputs_promote_instead_of_truncating_like_torch(expr):
+    got = eval(expr, {"x": tl.tensor([[1, 2, 3, 4]])})
+    want = eval(expr, {"x": torch.tensor([[1, 2, 3, 4]])})
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
