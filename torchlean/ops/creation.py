@@ -65,6 +65,8 @@ def _device(device, default="cpu") -> str:
 
 def _int(op, v, what):
     """An int argument: Python or NumPy ints and 0-d integer tensors (torch's SymInt), never bool or float."""
+    if type(v) is int:
+        return v
     if isinstance(v, Tensor):
         if v.numel() != 1 or v.dtype.kind not in "iu":
             raise DTypeError(f"{op}: {what} must be an int, got a tensor of dtype {v.dtype.name} and shape {v.shape}")

@@ -159,6 +159,11 @@ def _where(cond: Tensor, a: Tensor, b) -> Tensor:
 @export()
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     """Sum over ``dim`` (int or tuple; all when None); integers and bools sum to int64."""
+    if dtype is None and type(input) is Tensor and input._value.dtype.kind == "f" and input._value.ndim:
+        if dim is None and not keepdim:  # the common cases first: no axis checks to repeat
+            return record("sum", (input,), {})
+        if type(dim) is int:
+            return record("reduce_sum", (input,), {"axis": dim, "keepdim": bool(keepdim)})
     x = _int_result(_tensor("sum", input), dtype)
     axes = _axes("sum", x, dim)
     if not axes:
@@ -171,6 +176,9 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):
 @export()
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     """Mean over ``dim``; integer input raises DTypeError (torch); over nothing: NaN."""
+    if dtype is None and type(input) is Tensor and input._value.dtype.kind == "f" and input._value.ndim and \
+            type(dim) is int:  # the common case first
+        return record("reduce_mean", (input,), {"axis": dim, "keepdim": bool(keepdim)})
     x = _float_only("mean", _tensor("mean", input), dtype)
     axes = _axes("mean", x, dim)
     if not axes:
