@@ -493,3 +493,13 @@ def test_integer_inputs_promote_instead_of_truncating_like_torch(expr):
     want = eval(expr, {"x": torch.tensor([[1, 2, 3, 4]])})
     assert got.dtype.name == str(want.dtype).removeprefix("torch.")
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("args", [(2, 3), ([1, 2],), ([[1.5, 2.0], [3.0, 4.0]],), ()])
+def test_legacy_tensor_constructor_matches_torch(args):
+    a, b = tl.Tensor(*args), torch.Tensor(*args)
+    assert a.shape == b.shape and a.dtype.name == "float32" and b.dtype == torch.float32
+    if args and not isinstance(args[0], int):
+        assert a.tolist() == b.tolist()
+    with pytest.raises(DTypeError):
+        tl.Tensor("abc")

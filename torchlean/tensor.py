@@ -130,6 +130,26 @@ def format_tensor(t) -> str:
     return "tensor(" + body + "".join(", " + e for e in extra) + ")"
 
 
+def _legacy_value(args):
+    """torch.Tensor's legacy constructor: ``Tensor(2, 3)`` (zeros here, uninitialised in torch),
+    ``Tensor([1, 2])`` (data in the default float dtype), ``Tensor(t)`` (t's values), ``Tensor()``."""
+    if not args:
+        return np.zeros((0,), dtype=get_default_dtype().np)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0]._value
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        if any(a < 0 for a in args):
+            raise ShapeError(f"Tensor: negative dimension in size {tuple(int(a) for a in args)}")
+        return np.zeros(tuple(int(a) for a in args), dtype=get_default_dtype().np)
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        a = np.asarray(args[0])
+        if a.dtype == object or a.dtype.kind not in "biuf":
+            raise DTypeError("Tensor: data must be numbers (nested lists of equal lengths)")
+        return a.astype(get_default_dtype().np)
+    raise DTypeError(f"Tensor: expected sizes (ints), a list of numbers or a tensor, got "
+                     f"{', '.join(type(a).__name__ for a in args)}")
+
+
 # ---- Tensor ---------------------------------------------------------------------------------
 
 class Tensor(Variable):
@@ -138,7 +158,10 @@ class Tensor(Variable):
     __slots__ = ()
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
 
-    def __init__(self, value, requires_grad=False):
+    def __init__(self, *args, requires_grad=False):
+        value = args[0] if len(args) == 1 else None
+        if value is None or not hasattr(value, "shape") or isinstance(value, Tensor):
+            value = _legacy_value(args)
         self._value = value
         self._tape = None
         self._id = -1
