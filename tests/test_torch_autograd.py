@@ -503,3 +503,14 @@ def test_legacy_tensor_constructor_matches_torch(args):
         assert a.tolist() == b.tolist()
     with pytest.raises(DTypeError):
         tl.Tensor("abc")
+
+
+@pytest.mark.parametrize("name", ["FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "ByteTensor"])
+def test_legacy_tensor_types_match_torch(name):
+    a, b = getattr(tl, name)([1, 0, 2]), getattr(torch, name)([1, 0, 2])
+    assert a.dtype.name == str(b.dtype).removeprefix("torch.") and a.tolist() == b.tolist()
+    assert isinstance(a, getattr(tl, name)) and isinstance(b, getattr(torch, name))
+    assert isinstance(a, tl.FloatTensor) == isinstance(b, torch.FloatTensor)
+    assert getattr(tl, name)(2, 3).shape == getattr(torch, name)(2, 3).shape
+    x, t = tl.ones(2), torch.ones(2)
+    assert x.type(getattr(tl, name)).dtype.name == str(t.type(getattr(torch, name)).dtype).removeprefix("torch.")

@@ -408,7 +408,9 @@ class Tensor(Variable):
         if dtype is None:
             name = _TYPE_NAMES.get(self.dtype.name, "Tensor")
             return f"torch.cuda.{name}" if self.device == "cuda" else f"torch.{name}"
-        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+        if isinstance(dtype, LegacyTensorType):
+            dtype = dtype.dtype
+        elif isinstance(dtype, str) and dtype.endswith("Tensor"):
             inv = {v: k for k, v in _TYPE_NAMES.items()}
             dtype = inv.get(dtype.rsplit(".", 1)[-1])
             if dtype is None:
@@ -647,6 +649,37 @@ def log_softmax(x, dim=-1, dtype=None):
 
 def is_tensor(x) -> bool:
     return isinstance(x, Tensor)
+
+
+class LegacyTensorType(type):
+    """torch's legacy tensor types (``torch.FloatTensor``, ``torch.LongTensor``, ...): calling one builds
+    a CPU tensor of its dtype as ``Tensor(...)`` does; ``isinstance(x, torch.FloatTensor)`` checks the
+    dtype and the device; ``x.type(torch.LongTensor)`` casts."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.device == "cpu" and obj.dtype.name == cls.dtype
+
+    def __call__(cls, *args):
+        t = Tensor(*args) if args and isinstance(args[0], Tensor) else None
+        if t is None:
+            if len(args) == 1 and isinstance(args[0], (list, tuple)):
+                a = np.asarray(args[0])
+                if a.dtype == object or a.dtype.kind not in "biuf":
+                    raise DTypeError(f"{cls.__name__}: data must be numbers")
+                return Tensor(a.astype(as_dtype(cls.dtype).np))
+            t = Tensor(*args)
+        return t.to(dtype=cls.dtype)
+
+    def __repr__(cls):
+        return f"<class 'torchlean.{cls.__name__}'>"
+
+
+_LEGACY = {name: LegacyTensorType(name, (), {"dtype": dt}) for dt, name in _TYPE_NAMES.items() if dt != "bfloat16"}
+FloatTensor, DoubleTensor, HalfTensor = _LEGACY["FloatTensor"], _LEGACY["DoubleTensor"], _LEGACY["HalfTensor"]
+LongTensor, IntTensor, ShortTensor = _LEGACY["LongTensor"], _LEGACY["IntTensor"], _LEGACY["ShortTensor"]
+CharTensor, ByteTensor, BoolTensor = _LEGACY["CharTensor"], _LEGACY["ByteTensor"], _LEGACY["BoolTensor"]
+__all__ += ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
+            "ByteTensor", "BoolTensor"]
 
 
 autograd.set_result_class(Tensor)
