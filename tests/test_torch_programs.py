@@ -121,7 +121,51 @@ y[:2] += 10
 result = [gx.tolist(), x.grad.tolist(), h.grad.tolist(), sel.tolist(), y.tolist(), x.grad_fn is None]
 """
 
-PROGRAMS = {"linear_regression": LINEAR_REGRESSION, "softmax_classifier": SOFTMAX_CLASSIFIER,
+IDIOMS = """
+# Lines that recur across public example programs, one result each.
+x = torch.tensor([row[:4] for row in data["X"][:6]])
+y = torch.tensor(data["Y"])[:6]
+r = []
+r.append(x.size(0) + x.shape[-1] + len(x) + x.dim() + x.numel())
+r.append(x.view(-1, 2).shape[0])
+r.append(torch.cat([x, x * 2], 1).sum().item())
+r.append(x.unsqueeze(1).expand(-1, 3, -1).shape)
+r.append((x > 0).sum().item())
+r.append((x.argmax(dim=1) == y % 4).float().mean().item())
+r.append(torch.max(x, 1)[1].tolist())
+r.append(x.data.cpu().numpy().sum().item())
+r.append(x.clone().detach().requires_grad_().is_leaf)
+r.append(x[x > 0.5].tolist())
+r.append(torch.where(x > 0, x, torch.zeros_like(x)).sum().item())
+r.append(x.masked_fill(x < 0, 0.0).sum().item())
+r.append(x.t().contiguous().view(-1)[:3].tolist())
+r.append(torch.FloatTensor([1, 2]).tolist())
+r.append(x.type(torch.LongTensor).dtype == torch.long)
+r.append(torch.arange(10).float().mean().item())
+r.append(torch.linspace(0, 1, 5).tolist())
+r.append(x.new_zeros(2, 3).shape)
+r.append(torch.stack([x, x], dim=0).permute(1, 0, 2).shape)
+r.append(x.std(dim=0, unbiased=False).tolist())
+r.append(torch.randperm(4).sort().values.tolist())
+r.append(x.chunk(2, dim=1)[1].shape)
+r.append([t.shape for t in x.split([1, 3], dim=1)])
+r.append(torch.eye(3)[torch.tensor([2, 0])].tolist())
+r.append(torch.nn.functional.one_hot(torch.tensor([0, 2]), 3).tolist())
+r.append(x.clamp(min=0).pow(2).sum(dim=-1, keepdim=True).sqrt().squeeze(-1).tolist())
+r.append(x.flatten().topk(3).values.tolist())
+r.append(torch.einsum("ij,kj->ik", x, x).trace().item())
+r.append(x.cumsum(0)[-1].tolist())
+r.append(torch.isclose(x, x + 1e-9).all().item())
+r.append(torch.norm(x, dim=1).tolist())
+r.append(x.log_softmax(dim=-1).exp().sum(-1).tolist())
+r.append(int(torch.tensor(3.7)) + float(torch.tensor(0.5)))
+r.append(x.mean().item() if x.is_floating_point() else None)
+r.append(torch.tensor([[1, 2], [3, 4]]).T.tolist())
+r.append([float(v) for v in torch.tensor([1.5, 2.5]) * torch.tensor(2)])
+result = [v.tolist() if hasattr(v, "tolist") else list(v) if isinstance(v, tuple) else v for v in r]
+"""
+
+PROGRAMS = {"linear_regression": LINEAR_REGRESSION, "idioms": IDIOMS, "softmax_classifier": SOFTMAX_CLASSIFIER,
             "bigram": BIGRAM, "autograd_tools": AUTOGRAD_TOOLS}
 
 

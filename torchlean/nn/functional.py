@@ -19,11 +19,11 @@ import numpy as np
 from ..kernels import get_kernels
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..autograd import record
-from ..ops import where
+from ..ops import arange, where
 from ..tensor import Tensor, next_rng_key
 
 __all__ = ["linear", "relu", "leaky_relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
-           "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding"]
+           "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding", "one_hot"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -256,6 +256,22 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
         return out
     frozen = record("embedding", (weight.detach(),), {"indices": idx})
     return where(Tensor(keep[..., None]), out, frozen)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot rows (a last axis of ``num_classes``; -1: the largest class + 1), as a comparison
+    against the class indices, so it runs on the tensor's device."""
+    t = _tensor(tensor, "one_hot", "tensor")
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"one_hot: expects an integer (long) tensor, got dtype {t.dtype.name}")
+    if t.numel() and int(t.min()) < 0:
+        raise DomainError("one_hot: class values must be non-negative")
+    if num_classes == -1:
+        num_classes = int(t.max()) + 1 if t.numel() else 0
+    if num_classes < 0 or (t.numel() and int(t.max()) >= num_classes):
+        raise DomainError(f"one_hot: class values must be smaller than num_classes={num_classes}")
+    classes = arange(num_classes, device=t.device)
+    return (t.unsqueeze(-1) == classes).long()
 
 
 from .functional_layers import *  # noqa: E402,F401,F403 - conv, pooling, normalization, attention, ...
