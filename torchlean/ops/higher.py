@@ -26,6 +26,8 @@ import numpy as np
 from ..autograd import DIFFERENTIABLE_VJPS
 from ..errors import AutogradError
 from ..kernels import get_kernels
+from ..spec.conv import conv_params
+from ..spec.index import put_plan
 from ..tensor import Tensor, record
 from . import index as _index
 
@@ -520,8 +522,15 @@ def _class_grad(op, logits, attrs, g, probs):
     ``a_i p_i - W * q_i`` per kept row, with ``q`` the (smoothed) target distribution, ``W`` the class
     weights and ``a_i = sum_c W_c q_ic`` (NLL: ``-W * onehot``), reduced as asked (a weighted mean
     divides by the kept rows' target weights)."""
-    if logits.ndim not in (1, 2):
-        _unsupported(op, f"{logits.ndim}-d input")
+    if logits.ndim > 2:  # (N, C, d...): the class axis last, the rest as rows, and back
+        c = logits.shape[1]
+        rows = logits.movedim(1, -1).reshape(-1, c)
+        t = dict(attrs, target=_host(logits, attrs["target"]).reshape(-1))
+        g2 = g.reshape(-1) if attrs.get("reduction", "mean") == "none" else g
+        p2 = None if probs is None else probs.movedim(1, -1).reshape(-1, c)
+        d = _class_grad(op, rows, t, g2, p2)
+        moved = tuple(logits.movedim(1, -1).shape)
+        return d.reshape(moved).movedim(-1, 1)
     K = get_kernels(logits.device)
     host = lambda v: np.asarray(K.to_host(v) if hasattr(v, "__cuda_array_interface__") else v)  # noqa: E731
     target = host(attrs["target"]).reshape(-1).astype(np.int64)
@@ -550,7 +559,7 @@ def _class_grad(op, logits, attrs, g, probs):
 @vjp("cross_entropy")
 def _cross_entropy(xs, y, g, attrs):
     logits = xs[0]
-    return (_class_grad("cross_entropy", logits, attrs, g, logits.softmax(-1)),)
+    return (_class_grad("cross_entropy", logits, attrs, g, logits.softmax(1 if logits.ndim > 1 else 0)),)
 
 
 @vjp("nll_loss")
@@ -628,6 +637,8 @@ def _safe_log(xs, y, g, attrs):
 @vjp("reduce_max", "reduce_min")
 def _reduce_extremum(xs, y, g, attrs):
     # The whole cotangent to the first extremal entry, as the runtime rule sends it.
+    if xs[0].ndim == 0:
+        return (g,)
     x, axis, keepdim = xs[0], attrs["axis"] % max(xs[0].ndim, 1), attrs.get("keepdim", False)
     K = get_kernels(x.device)
     v = K.to_host(x._value)
@@ -691,3 +702,226 @@ def _layer_norm(xs, y, g, attrs):
 def _layer_norm_noaffine(xs, y, g, attrs):
     dx, _ = _layer_norm_dx(xs[0], None, g, attrs["normalized_ndim"], attrs.get("eps", 1e-5))
     return (dx,)
+
+
+# ---- convolution, average pooling, batch norm --------------------------------------------------------
+
+def _conv_setup(x, w, attrs, transpose):
+    from_spec = conv_params("conv_transpose" if transpose else "conv", tuple(x.shape), tuple(w.shape),
+                            stride=attrs.get("stride", 1), padding=attrs.get("padding", 0),
+                            dilation=attrs.get("dilation", 1), groups=attrs.get("groups", 1),
+                            output_padding=attrs.get("output_padding"), transpose=transpose)
+    return from_spec
+
+
+def _batched(t: Tensor, batched: bool) -> Tensor:
+    return t if batched else t.unsqueeze(0)
+
+
+def _corr_weight(inp: Tensor, g: Tensor, P, k, transpose: bool) -> Tensor:
+    """The weight cotangent of a (transposed) convolution as a convolution over the batch axis:
+    inputs' channels become the batch, the cotangent is the kernel (stride and dilation trade places),
+    cropped to the kernel size; one per group."""
+    G = P.groups
+    outs = []
+    ci, co = inp.shape[1] // G, g.shape[1] // G
+    for j in range(G):
+        a = inp.narrow(1, j * ci, ci).transpose(0, 1)           # (ci, N, *S_in)
+        b = g.narrow(1, j * co, co).transpose(0, 1)             # (co, N, *S_out)
+        if transpose:   # the roles of input and output swap
+            r = record("conv_nobias", (b, a), {"stride": P.dilation, "padding": P.padding,
+                                               "dilation": P.stride, "groups": 1})   # (co, ci, *K)
+        else:
+            r = record("conv_nobias", (a, b), {"stride": P.dilation, "padding": P.padding,
+                                               "dilation": P.stride, "groups": 1})   # (ci, co, *K)
+        for ax, kk in enumerate(k):
+            if r.shape[2 + ax] != kk:
+                r = r.narrow(2 + ax, 0, kk)
+        outs.append(r.transpose(0, 1))
+    return outs[0] if G == 1 else record("concat", tuple(outs), {"axis": 0})
+
+
+def _conv_vjp(xs, y, g, attrs, bias):
+    x, w = xs[0], xs[1]
+    P = _conv_setup(x, w, attrs, False)
+    k = tuple(w.shape[2:])
+    xb, gb = _batched(x, P.batched), _batched(g, P.batched)
+    op_ = tuple(S - ((So - 1) * s - 2 * p + d * (kk - 1) + 1)
+                for S, So, s, p, d, kk in zip(P.spatial, P.out_spatial, P.stride, P.padding, P.dilation, k))
+    dx = record("conv_transpose_nobias", (gb, w), {"stride": P.stride, "padding": P.padding, "dilation": P.dilation,
+                                                   "groups": P.groups, "output_padding": op_})
+    dx = dx if P.batched else dx.squeeze(0)
+    dw = _corr_weight(xb, gb, P, k, False)
+    if not bias:
+        return dx, dw
+    axes = [0] + list(range(2, gb.ndim))
+    return dx, dw, gb.sum(dim=axes)
+
+
+@vjp("conv")
+def _conv(xs, y, g, attrs):
+    return _conv_vjp(xs, y, g, attrs, True)
+
+
+@vjp("conv_nobias")
+def _conv_nobias(xs, y, g, attrs):
+    return _conv_vjp(xs, y, g, attrs, False)
+
+
+def _convt_vjp(xs, y, g, attrs, bias):
+    x, w = xs[0], xs[1]
+    P = _conv_setup(x, w, attrs, True)
+    k = tuple(w.shape[2:])
+    xb, gb = _batched(x, P.batched), _batched(g, P.batched)
+    dx = record("conv_nobias", (gb, w), {"stride": P.stride, "padding": P.padding, "dilation": P.dilation,
+                                         "groups": P.groups})
+    for ax, S in enumerate(P.spatial):      # output_padding: rows the forward never read
+        if dx.shape[2 + ax] != S:
+            dx = dx.narrow(2 + ax, 0, S)
+    dx = dx if P.batched else dx.squeeze(0)
+    dw = _corr_weight(xb, gb, P, k, True)
+    if not bias:
+        return dx, dw
+    axes = [0] + list(range(2, gb.ndim))
+    return dx, dw, gb.sum(dim=axes)
+
+
+@vjp("conv_transpose")
+def _conv_transpose(xs, y, g, attrs):
+    return _convt_vjp(xs, y, g, attrs, True)
+
+
+@vjp("conv_transpose_nobias")
+def _conv_transpose_nobias(xs, y, g, attrs):
+    return _convt_vjp(xs, y, g, attrs, False)
+
+
+@vjp("avg_pool")
+def _avg_pool(xs, y, g, attrs):
+    # The adjoint of a window mean that counts padding: a transposed convolution with a constant kernel.
+    x = xs[0]
+    d = len(attrs["kernel_size"]) if isinstance(attrs["kernel_size"], (tuple, list)) else None
+    batched = x.ndim == (d + 2 if d else x.ndim)
+    nd = d or (x.ndim - 2 if x.ndim > 2 else x.ndim - 1)
+    k = tuple(attrs["kernel_size"]) if d else (attrs["kernel_size"],) * nd
+    xb = x if x.ndim == nd + 2 else x.unsqueeze(0)
+    gb = g if g.ndim == nd + 2 else g.unsqueeze(0)
+    s = attrs.get("stride") or k
+    s = tuple(s) if isinstance(s, (tuple, list)) else (s,) * nd
+    p = attrs.get("padding", 0)
+    p = tuple(p) if isinstance(p, (tuple, list)) else (p,) * nd
+    c = xb.shape[1]
+    K = get_kernels(x.device)
+    w = Tensor(K.full((c, 1) + k, 1.0 / float(np.prod(k)), x._value.dtype))
+    op_ = tuple(S - ((So - 1) * si - 2 * pi + (kk - 1) + 1)
+                for S, So, si, pi, kk in zip(xb.shape[2:], gb.shape[2:], s, p, k))
+    dx = record("conv_transpose_nobias", (gb, w), {"stride": s, "padding": p, "dilation": 1, "groups": c,
+                                                   "output_padding": op_})
+    return (dx if x.ndim == nd + 2 else dx.squeeze(0),)
+
+
+def _bn_dx(x, gamma, g, axes, eps, shape):
+    mu = x.mean(dim=axes, keepdim=True)
+    xc = x - mu
+    rstd = 1.0 / ((xc * xc).mean(dim=axes, keepdim=True) + eps).sqrt()
+    xhat = xc * rstd
+    gg = g * gamma.reshape(shape)
+    dx = rstd * (gg - gg.mean(dim=axes, keepdim=True) - xhat * (gg * xhat).mean(dim=axes, keepdim=True))
+    return dx, (g * xhat).sum(dim=axes), g.sum(dim=axes)
+
+
+@vjp("batch_norm_train")
+def _batch_norm_train(xs, y, g, attrs):
+    x, gamma, beta = xs
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    shape = [1] * x.ndim
+    shape[1] = x.shape[1]
+    return _bn_dx(x, gamma, g, axes, attrs.get("eps", 1e-5), shape)
+
+
+@vjp("batch_norm_chw")
+def _batch_norm_chw(xs, y, g, attrs):
+    x, gamma, beta = xs
+    axes = tuple(range(1, x.ndim)) if x.ndim == 3 else tuple(a for a in range(x.ndim) if a != 1)
+    ch = 0 if x.ndim == 3 else 1
+    shape = [1] * x.ndim
+    shape[ch] = x.shape[ch]
+    return _bn_dx(x, gamma, g, axes, attrs.get("eps", 1e-5), shape)
+
+
+@vjp("batch_norm_eval")
+def _batch_norm_eval(xs, y, g, attrs):
+    x, gamma, beta, mean, var = xs
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    shape = [1] * x.ndim
+    shape[1] = x.shape[1]
+    inv = 1.0 / (var + attrs.get("eps", 1e-5)).sqrt()
+    xc = x - mean.reshape(shape)
+    gi = g * (gamma * inv).reshape(shape)
+    dvar = (g * gamma.reshape(shape) * xc).sum(dim=axes) * (inv * inv * inv) * -0.5
+    return gi, (g * xc * inv.reshape(shape)).sum(dim=axes), g.sum(dim=axes), -gi.sum(dim=axes), dvar
+
+
+# ---- attention and the rest --------------------------------------------------------------------------
+
+def _keep(like: Tensor, mask):
+    """The 0/1 mask as a bool array on like's device, broadcast to like's shape."""
+    K = get_kernels(like.device)
+    m = mask if hasattr(mask, "__cuda_array_interface__") else K.from_host(np.asarray(mask), np.asarray(mask).dtype)
+    return K.bool_mask(m, tuple(like.shape)) if hasattr(K, "bool_mask") else (m != 0)
+
+
+@vjp("hard_masked_softmax")
+def _hard_masked_softmax(xs, y, g, attrs):
+    # Blocked weights are exactly 0, so softmax's formula holds with them left out.
+    return (y * (g - (g * y).sum(dim=-1, keepdim=True)),)
+
+
+@vjp("flash_attention")
+def _flash_attention(xs, y, g, attrs):
+    """dq, dk, dv of softmax(q k^T scale, masked) v, recomputing the weights from q and k (as the
+    kernel's backward does), so all three are differentiable again."""
+    q, k, v = xs
+    scale = 1.0 / math.sqrt(q.shape[-1]) if attrs.get("scale") is None else float(attrs["scale"])
+    s = (q @ k.transpose(-2, -1)) * scale
+    mask, hard = attrs.get("mask"), attrs.get("hard", False)
+    keep = None if mask is None else _keep(s, mask)
+    if keep is None:
+        p = s.softmax(-1)
+    elif hard:
+        p = record("hard_masked_softmax", (s,), {"mask": mask})
+    else:
+        p = _where(keep, s, _const(s, -1000.0)).softmax(-1)
+    dv = p.transpose(-2, -1) @ g
+    dp = g @ v.transpose(-2, -1)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True))
+    if keep is not None:   # a replaced logit is a constant: nothing flows back through it
+        ds = _where(keep, ds, _zeros(ds))
+    return (ds @ k) * scale, (ds.transpose(-2, -1) @ q) * scale, dv
+
+
+@vjp("swap_adjacent")
+def _swap_adjacent(xs, y, g, attrs):
+    return (record("swap_adjacent", (g,), {"depth": attrs["depth"]}),)
+
+
+@vjp("floor_divide")
+def _floor_divide(xs, y, g, attrs):
+    return None, None
+
+
+@vjp("put")
+def _put(xs, y, g, attrs):
+    # The runtime rule's adjoint: v reads g at its places (0 out of bounds), x keeps g where nothing was written.
+    x, v = xs
+    flat = put_plan(tuple(x.shape), tuple(v.shape), attrs["index"], attrs.get("accumulate", False))
+    n = x.numel()
+    ok = flat < n
+    taken = record("gather_rows", (g.reshape(-1, 1),), {"indices": np.where(ok, flat, n).astype(np.int64)})
+    taken = taken.reshape(v.shape)
+    if attrs.get("accumulate", False):
+        return g, taken
+    written = np.zeros(n, dtype=bool)
+    written[flat[ok]] = True
+    keep = get_kernels(x.device).from_host(~written.reshape(tuple(x.shape)), np.bool_)
+    return _where(keep, g, _zeros(g)), taken
