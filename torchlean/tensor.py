@@ -12,7 +12,6 @@ runs goes through :func:`torchlean.autograd.record`, which owns the tape bookkee
 
 from __future__ import annotations
 
-import math
 import weakref
 from numbers import Number
 
@@ -497,7 +496,7 @@ def _as_value(o, like: Tensor, dtype=None):
         return o._value if dtype is None or o.dtype == dtype else get_kernels(like.device).astype(o._value, dtype.np)
     K = get_kernels(like.device)
     if o is None:
-        raise DTypeError(f"expected a number or a tensor, got None")
+        raise DTypeError("expected a number or a tensor, got None")
     if isinstance(o, Number):
         if dtype is None:
             dtype = result_type(like, o)
@@ -555,12 +554,6 @@ def _float_only(op: str, x: Tensor) -> Tensor:
     if x._value.dtype.kind != "f":
         raise DTypeError(f"{op}: expects a floating-point tensor, got dtype {x.dtype.name}")
     return x
-
-
-def _shape_args(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
 
 
 # ---- creation -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 from ..autograd import DIFFERENTIABLE_VJPS
 from ..errors import AutogradError
 from ..kernels import get_kernels
-from ..spec.conv import conv_params
+from ..spec.conv import conv_params, pool_params
 from ..spec.index import put_plan
 from ..tensor import Tensor, record
 from . import index as _index
@@ -798,26 +798,20 @@ def _conv_transpose_nobias(xs, y, g, attrs):
 
 @vjp("avg_pool")
 def _avg_pool(xs, y, g, attrs):
-    # The adjoint of a window mean that counts padding: a transposed convolution with a constant kernel.
+    # The adjoint of a window mean that counts padding: a transposed convolution with a constant kernel,
+    # every leading axis folded into the channels (one group each).
     x = xs[0]
-    d = len(attrs["kernel_size"]) if isinstance(attrs["kernel_size"], (tuple, list)) else None
-    batched = x.ndim == (d + 2 if d else x.ndim)
-    nd = d or (x.ndim - 2 if x.ndim > 2 else x.ndim - 1)
-    k = tuple(attrs["kernel_size"]) if d else (attrs["kernel_size"],) * nd
-    xb = x if x.ndim == nd + 2 else x.unsqueeze(0)
-    gb = g if g.ndim == nd + 2 else g.unsqueeze(0)
-    s = attrs.get("stride") or k
-    s = tuple(s) if isinstance(s, (tuple, list)) else (s,) * nd
-    p = attrs.get("padding", 0)
-    p = tuple(p) if isinstance(p, (tuple, list)) else (p,) * nd
-    c = xb.shape[1]
-    K = get_kernels(x.device)
-    w = Tensor(K.full((c, 1) + k, 1.0 / float(np.prod(k)), x._value.dtype))
+    P = pool_params("avg_pool", tuple(x.shape), kernel_size=attrs["kernel_size"], stride=attrs.get("stride"),
+                    padding=attrs.get("padding", 0))
+    m = int(np.prod(P.lead)) if P.lead else 1
+    gb = g.reshape((1, m) + tuple(P.out_spatial))
+    w = Tensor(get_kernels(x.device).full((m, 1) + tuple(P.kernel), 1.0 / float(np.prod(P.kernel)),
+                                          x._value.dtype))
     op_ = tuple(S - ((So - 1) * si - 2 * pi + (kk - 1) + 1)
-                for S, So, si, pi, kk in zip(xb.shape[2:], gb.shape[2:], s, p, k))
-    dx = record("conv_transpose_nobias", (gb, w), {"stride": s, "padding": p, "dilation": 1, "groups": c,
-                                                   "output_padding": op_})
-    return (dx if x.ndim == nd + 2 else dx.squeeze(0),)
+                for S, So, si, pi, kk in zip(P.spatial, P.out_spatial, P.stride, P.padding, P.kernel))
+    dx = record("conv_transpose_nobias", (gb, w), {"stride": P.stride, "padding": P.padding, "dilation": 1,
+                                                   "groups": m, "output_padding": op_})
+    return (dx.reshape(x.shape),)
 
 
 def _bn_dx(x, gamma, g, axes, eps, shape):
