@@ -7,7 +7,7 @@ methods on :class:`~torchlean.tensor.Tensor` and gives ``torchlean`` its functio
 from importlib import import_module
 
 from ..tensor import Tensor
-from .table import FUNCTIONS, install
+from .table import FUNCTIONS, METHODS, install  # noqa: F401 - METHODS: the registered Tensor methods
 
 _FAMILIES = ("creation", "math", "reduce", "index", "shape", "linalg", "higher")
 for _f in _FAMILIES:
