@@ -8,7 +8,8 @@
 """
 
 from . import functional, init, utils
-from .module import IncompatibleKeys, Module, ModuleDict, ModuleList, Sequential
+from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, ParameterDict, ParameterList,
+                     RemovableHandle, Sequential)
 from . import modules as _modules
 from .modules import *  # noqa: F401,F403 - Linear, activations, Flatten, Dropout, Embedding, ...
 from .parameter import Parameter
@@ -16,7 +17,7 @@ from .parameter import Parameter
 F = functional
 
 __all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
-           "ModuleDict", "IncompatibleKeys"] + _modules.__all__
+           "ModuleDict", "IncompatibleKeys", "ParameterList", "ParameterDict", "RemovableHandle"] + _modules.__all__
 
 from .layers import *  # noqa: E402,F401,F403 - Conv*, pools, LayerNorm, BatchNorm*, MultiheadAttention, ...
 from . import layers as _layers  # noqa: E402

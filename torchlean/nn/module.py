@@ -17,10 +17,127 @@ import numpy as np
 
 from ..errors import TorchLeanError
 from ..kernels import get_kernels
-from ..tensor import Tensor, as_dtype, no_grad
+from ..autograd import Function
+from ..tensor import Tensor, as_dtype, device_name, no_grad
 from .parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class RemovableHandle:
+    """What the ``register_*_hook`` methods return: ``remove()`` unregisters the hook."""
+
+    _next = [0]
+
+    def __init__(self, table):
+        self.table = table
+        self.id = RemovableHandle._next[0]
+        RemovableHandle._next[0] += 1
+
+    def remove(self):
+        self.table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _as_args(v):
+    return v if isinstance(v, tuple) else (v,)
+
+
+def _call_with_hooks(module, hooks, args, kwargs):
+    """Module.__call__ with forward pre/post hooks and full backward hooks (torch's order)."""
+    for hook, flags in list(hooks.get("forward_pre", {}).values()):
+        if flags.get("with_kwargs"):
+            r = hook(module, args, kwargs)
+            if r is not None:
+                args, kwargs = r
+        else:
+            r = hook(module, args)
+            if r is not None:
+                args = _as_args(r)
+    bw, bw_pre = hooks.get("backward"), hooks.get("backward_pre")
+    tracker = None
+    if (bw or bw_pre) and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        tracker = _BackwardTracker(module, bw, bw_pre)
+        args = tracker.wrap_inputs(args)
+    out = module.forward(*args, **kwargs)
+    for hook, flags in list(hooks.get("forward", {}).values()):
+        r = hook(module, args, kwargs, out) if flags.get("with_kwargs") else hook(module, args, out)
+        if r is not None:
+            out = r
+    if tracker is not None:
+        out = tracker.wrap_outputs(out)
+    return out
+
+
+class _BackwardTracker:
+    """Identity Functions around a call's tensor inputs and outputs: the outputs' backward sees
+    grad_output (the pre hooks run there), the inputs' backward sees grad_input (the hooks run there)."""
+
+    def __init__(self, module, bw, bw_pre):
+        self.module, self.bw, self.bw_pre = module, bw or {}, bw_pre or {}
+        self.grad_output = None
+
+    def wrap_inputs(self, args):
+        pos = [k for k, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        tracker = self
+
+        class _Inputs(Function):
+            @staticmethod
+            def forward(ctx, *xs):
+                return tuple(Tensor(x._value) for x in xs)
+
+            @staticmethod
+            def backward(ctx, *gs):
+                gs = tuple(gs)
+                for hook, _ in list(tracker.bw.values()):
+                    r = hook(tracker.module, gs, tracker.grad_output)
+                    if r is not None:
+                        gs = _as_args(r)
+                return gs
+
+        wrapped = _Inputs.apply(*[args[k] for k in pos])
+        wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+        out = list(args)
+        for k, w in zip(pos, wrapped):
+            out[k] = w
+        return tuple(out)
+
+    def wrap_outputs(self, out):
+        single = isinstance(out, Tensor)
+        outs = (out,) if single else tuple(out) if isinstance(out, (tuple, list)) else None
+        if outs is None:
+            return out
+        pos = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not pos:
+            return out
+        tracker = self
+
+        class _Outputs(Function):
+            @staticmethod
+            def forward(ctx, *ys):
+                return tuple(Tensor(y._value) for y in ys)
+
+            @staticmethod
+            def backward(ctx, *gs):
+                gs = tuple(gs)
+                for hook, _ in list(tracker.bw_pre.values()):
+                    r = hook(tracker.module, gs)
+                    if r is not None:
+                        gs = _as_args(r)
+                tracker.grad_output = gs
+                return gs
+
+        wrapped = _Outputs.apply(*[outs[k] for k in pos])
+        wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+        res = list(outs)
+        for k, w in zip(pos, wrapped):
+            res[k] = w
+        return res[0] if single else type(out)(res)
 
 
 def _host_array(v, key):
@@ -306,14 +423,26 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def to(self, device=None, dtype=None) -> "Module":
-        """Move parameters and buffers to ``device`` and cast float ones to ``dtype``, in place.
+    def to(self, *args, **kwargs) -> "Module":
+        """Move parameters and buffers to a device and/or cast float ones to a dtype, in place
+        (torch's overloads: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``).
 
         The Parameter objects stay the same (an optimizer built earlier keeps working);
         their gradients move with them.
         """
-        if device is not None and not isinstance(device, str):
-            device, dtype = None, device
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TorchLeanError(f"Module.to: unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, str) or hasattr(a, "type") and not isinstance(a, type):
+                device = a
+            elif a is not None:
+                dtype = a
+        if device is not None:
+            device = device_name(device)
         dtype = as_dtype(dtype)
         for m in self.modules():
             for reg in (m._parameters, m._buffers):
@@ -328,14 +457,36 @@ class Module:
     def cpu(self):
         return self.to("cpu")
 
-    def cuda(self):
-        return self.to("cuda")
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
 
     def float(self):
         return self.to(dtype="float32")
 
     def double(self):
         return self.to(dtype="float64")
+
+    def half(self):
+        return self.to(dtype="float16")
+
+    def bfloat16(self):
+        return self.to(dtype="bfloat16")
+
+    def get_parameter(self, target: str):
+        """The parameter at dotted path ``target`` (``"encoder.fc.weight"``)."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r} (path {target!r})")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str):
+        """The buffer at dotted path ``target``."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r} (path {target!r})")
+        return mod._buffers[name]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear parameter gradients (None by default, else fresh zeros)."""
@@ -360,7 +511,44 @@ class Module:
         raise TorchLeanError(f"{type(self).__name__} has no forward(); subclasses of Module define it")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_call_hooks")
+        if not hooks:
+            return self.forward(*args, **kwargs)
+        return _call_with_hooks(self, hooks, args, kwargs)
+
+    def _hooks(self, kind):
+        d = self.__dict__
+        if "_call_hooks" not in d:
+            object.__setattr__(self, "_call_hooks", {})
+        return d["_call_hooks"].setdefault(kind, OrderedDict())
+
+    def _add_hook(self, kind, hook, prepend=False, **flags):
+        table = self._hooks(kind)
+        handle = RemovableHandle(table)
+        table[handle.id] = (hook, flags)
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` (or ``(module, args, kwargs)``) before forward; a returned value
+        replaces the arguments (a tuple, a single value, or ``(args, kwargs)`` with kwargs)."""
+        return self._add_hook("forward_pre", hook, prepend, with_kwargs=with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after forward; a
+        returned value replaces the output."""
+        return self._add_hook("forward", hook, prepend, with_kwargs=with_kwargs)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` when the gradients of the outputs are known; a returned tuple
+        replaces them."""
+        return self._add_hook("backward_pre", hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` when the gradients of the tensor inputs are known;
+        a returned tuple replaces ``grad_input``."""
+        return self._add_hook("backward", hook, prepend)
 
     # -- printing --------------------------------------------------------------------------------
     def extra_repr(self) -> str:
@@ -415,6 +603,11 @@ class Sequential(Module):
         keys = list(self._modules)
         for k in (keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]):
             del self._modules[k]
+        # torch renumbers what is left, so the names stay "0", "1", ...
+        rest = list(self._modules.values())
+        self._modules.clear()
+        for i, m in enumerate(rest):
+            self._modules[str(i)] = m
 
     def __len__(self):
         return len(self._modules)
@@ -425,6 +618,33 @@ class Sequential(Module):
     def append(self, module) -> "Sequential":
         self.add_module(str(len(self)), module)
         return self
+
+    def extend(self, modules) -> "Sequential":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module) -> "Sequential":
+        mods = list(self._modules.values())
+        n = len(mods)
+        if not -n <= index <= n:
+            raise IndexError(f"index {index} is out of range for Sequential of length {n}")
+        mods.insert(index % (n + 1) if index < 0 else index, module)
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+        return self
+
+    def pop(self, index=-1):
+        m = self[index]
+        del self[index]
+        return m
+
+    def __add__(self, other) -> "Sequential":
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other) -> "Sequential":
+        return self.extend(other)
 
     def forward(self, x):
         for m in self._modules.values():
@@ -539,3 +759,91 @@ class ModuleDict(Module):
 
     def forward(self, *args, **kwargs):
         raise TorchLeanError("ModuleDict is not callable; index it in your forward()")
+
+
+class ParameterList(Module):
+    """A list of parameters, registered as ``"0"``, ``"1"``, ... (tensors become Parameters)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __getitem__(self, idx):
+        vals = list(self._parameters.values())
+        if isinstance(idx, slice):
+            return ParameterList(vals[idx])
+        return vals[idx]
+
+    def __setitem__(self, idx, value):
+        key = list(self._parameters)[idx]
+        self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
+
+    def append(self, value) -> "ParameterList":
+        self.register_parameter(str(len(self)), value if isinstance(value, Parameter) else Parameter(value))
+        return self
+
+    def extend(self, values) -> "ParameterList":
+        for v in values:
+            self.append(v)
+        return self
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
+                         for k, p in self._parameters.items())
+
+
+class ParameterDict(Module):
+    """A dict of parameters keyed by name (tensors become Parameters)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        return self._parameters.pop(key)
+
+    def update(self, parameters) -> None:
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v
