@@ -23,3 +23,16 @@ from .layers import *  # noqa: E402,F401,F403 - Conv*, pools, LayerNorm, BatchNo
 from . import layers as _layers  # noqa: E402
 
 __all__ += _layers.__all__
+
+from . import norms as _norms  # noqa: E402
+from .norms import *  # noqa: E402,F401,F403 - GroupNorm, InstanceNorm*, RMSNorm, LocalResponseNorm, ...
+
+__all__ += [n for n in _norms.__all__ if n not in __all__]
+from . import activations as _activations  # noqa: E402
+from .activations import *  # noqa: E402,F401,F403 - ReLU6, PReLU, ELU, Mish, Hardswish, GLU, ...
+
+__all__ += [n for n in _activations.__all__ if n not in __all__]
+from . import losses as _losses  # noqa: E402
+from .losses import *  # noqa: E402,F401,F403 - CrossEntropyLoss, MSELoss, BCEWithLogitsLoss, CTCLoss, ...
+
+__all__ += [n for n in _losses.__all__ if n not in __all__]

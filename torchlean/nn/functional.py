@@ -278,3 +278,17 @@ from .functional_layers import *  # noqa: E402,F401,F403 - conv, pooling, normal
 from . import functional_layers as _fl  # noqa: E402
 
 __all__ += _fl.__all__
+
+# The families of functionals, each in its own module; a later family's name is the exported one.
+from . import functional_norms as _fnorms  # noqa: E402
+from .functional_norms import *  # noqa: E402,F401,F403 - batch/group/instance/layer/rms/local-response norm
+
+__all__ += [n for n in _fnorms.__all__ if n not in __all__]
+from . import functional_activations as _fact  # noqa: E402
+from .functional_activations import *  # noqa: E402,F401,F403 - the activations, normalize, similarities
+
+__all__ += [n for n in _fact.__all__ if n not in __all__]
+from . import functional_losses as _floss  # noqa: E402
+from .functional_losses import *  # noqa: E402,F401,F403 - every loss of torch.nn.functional
+
+__all__ += [n for n in _floss.__all__ if n not in __all__]

@@ -1,0 +1,172 @@
+"""Normalization modules with PyTorch's constructors, parameter and buffer names.
+
+``LayerNorm`` and ``BatchNorm1d/2d/3d`` live in :mod:`torchlean.nn.layers` and are re-exported
+here; the rest are defined here over :mod:`torchlean.nn.functional_norms`.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+from ..errors import DomainError, ShapeError, TorchLeanError
+from ..tensor import Tensor
+from . import functional_norms as FN
+from . import init
+from .layers import BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm, _BatchNorm
+from .module import Module
+from .modules import _empty_param
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
+
+
+class GroupNorm(Module):
+    """Group norm over ``(N, C, *)``: ``num_channels`` split into ``num_groups`` groups; per-channel
+    ``weight`` (ones) and ``bias`` (zeros) when ``affine``.
+
+        >>> import torchlean as tl
+        >>> [n for n, _ in GroupNorm(2, 4).named_parameters()]
+        ['weight', 'bias']
+    """
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise DomainError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                              f"num_groups ({num_groups})")
+        self.num_groups = int(num_groups)
+        self.num_channels = int(num_channels)
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = _empty_param((self.num_channels,), device, dtype)
+            if bias:
+                self.bias = _empty_param((self.num_channels,), device, dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):  # noqa: A002
+        return FN.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Parameters, buffers and repr as batch norm's (PyTorch's ``_NormBase``); other defaults."""
+    _no_batch_dim = 2
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
+                 device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def forward(self, input):  # noqa: A002
+        """Per-sample statistics in training mode or without running statistics, else the running
+        ones. ``momentum=None`` means 0 (the running statistics stay as they are), as in PyTorch."""
+        cls = type(self).__name__
+        if not isinstance(input, Tensor):
+            raise TorchLeanError(f"{cls}: input must be a Tensor, got {type(input).__name__}")
+        nb = self._no_batch_dim
+        if input.ndim not in (nb, nb + 1):
+            raise ShapeError(f"{cls}: expected {nb}D (unbatched) or {nb + 1}D (batched) input, "
+                             f"got shape {input.shape}")
+        feature_dim = input.ndim - nb
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ShapeError(f"{cls}: expected input's size at dim={feature_dim} to match "
+                                 f"num_features ({self.num_features}), got {input.shape[feature_dim]}")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. "
+                          "You can silence this warning by not passing in num_features, "
+                          "which is not used because affine=False", stacklevel=2)
+        batched = input if input.ndim == nb + 1 else input.unsqueeze(0)
+        y = FN.instance_norm(batched, self.running_mean, self.running_var, self.weight, self.bias,
+                             self.training or not self.track_running_stats,
+                             0.0 if self.momentum is None else self.momentum, self.eps)
+        return y if input.ndim == nb + 1 else y.squeeze(0)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm over ``(N, C, L)`` or ``(C, L)``; no parameters or buffers by default.
+
+        >>> import torchlean as tl
+        >>> list(InstanceNorm1d(3, affine=True, track_running_stats=True).state_dict())
+        ['weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked']
+    """
+    _no_batch_dim = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm over ``(N, C, H, W)`` or ``(C, H, W)`` (see :class:`InstanceNorm1d`)."""
+    _no_batch_dim = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` (see :class:`InstanceNorm1d`)."""
+    _no_batch_dim = 4
+
+
+class RMSNorm(Module):
+    """RMS norm over the trailing ``normalized_shape`` axes; ``weight`` (ones) when
+    ``elementwise_affine``; ``eps=None`` is the input dtype's machine epsilon.
+
+        >>> import torchlean as tl
+        >>> [n for n, _ in RMSNorm(4).named_parameters()]
+        ['weight']
+    """
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (int(normalized_shape),)
+        self.normalized_shape = tuple(int(v) for v in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = _empty_param(self.normalized_shape, device, dtype)
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, x):
+        return FN.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """Local response norm across channels (see :func:`torchlean.nn.functional.local_response_norm`).
+
+        >>> import torchlean as tl
+        >>> tuple(LocalResponseNorm(2)(tl.ones(1, 3, 2)).shape)
+        (1, 3, 2)
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):  # noqa: A002
+        return FN.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
