@@ -36,3 +36,7 @@ from . import losses as _losses  # noqa: E402
 from .losses import *  # noqa: E402,F401,F403 - CrossEntropyLoss, MSELoss, BCEWithLogitsLoss, CTCLoss, ...
 
 __all__ += [n for n in _losses.__all__ if n not in __all__]
+from . import resample as _resample  # noqa: E402
+from .resample import *  # noqa: E402,F401,F403 - padding modules, adaptive pools, Upsample, PixelShuffle, ...
+
+__all__ += [n for n in _resample.__all__ if n not in __all__]

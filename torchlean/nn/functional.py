@@ -292,3 +292,7 @@ from . import functional_losses as _floss  # noqa: E402
 from .functional_losses import *  # noqa: E402,F401,F403 - every loss of torch.nn.functional
 
 __all__ += [n for n in _floss.__all__ if n not in __all__]
+from . import functional_resample as _fres  # noqa: E402
+from .functional_resample import *  # noqa: E402,F401,F403 - pad, adaptive pools, interpolate, fold/unfold, ...
+
+__all__ += [n for n in _fres.__all__ if n not in __all__]
