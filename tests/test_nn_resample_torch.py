@@ -380,7 +380,7 @@ def test_resample_cuda_matches_cpu(rng):
     if not cuda_available():
         pytest.skip("no CUDA device")
     a = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
-    fns = [lambda x: FR.pad(x, (1, 2, 2, 1), "reflect"), lambda x: FR.pad(x, (1, 2), "circular"),
+    fns = [lambda x: FR.pad(x, (1, 2, 2, 1), "reflect"), lambda x: FR.pad(x, (1, 2, 1, 1), "circular"),
            lambda x: FR.pad(x, (1, 1, -1, 2), value=0.5), lambda x: FR.adaptive_avg_pool2d(x, (3, 4)),
            lambda x: FR.adaptive_max_pool2d(x, (3, 4)),
            lambda x: FR.interpolate(x, scale_factor=1.7, mode="bilinear"),
