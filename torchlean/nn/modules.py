@@ -15,6 +15,7 @@ import math
 
 from ..errors import DomainError
 from ..kernels import get_kernels
+from ..ops import einsum, rand
 from ..tensor import Tensor, as_dtype, float32
 from . import functional as F
 from . import init
@@ -22,7 +23,8 @@ from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Identity", "Linear", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softplus", "Softmax",
-           "LogSoftmax", "Flatten", "Dropout", "Embedding"]
+           "LogSoftmax", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+           "Embedding", "Bilinear"]
 
 
 def _empty_param(shape, device, dtype):
@@ -171,6 +173,94 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class Unflatten(Module):
+    """Split axis ``dim`` into ``unflattened_size`` (the inverse of Flatten)."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, x):
+        return x.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+def _channel_dropout(op, x, p, training, spatial):
+    """Whole channels zeroed with probability ``p``, the rest scaled by 1/(1-p) (torch's dropout1d/2d/3d:
+    a (N, C) mask, or (C,) without a batch axis, over the ``spatial`` trailing axes)."""
+    if not 0.0 <= p <= 1.0:
+        raise DomainError(f"{op}: p must lie in [0, 1], got {p!r}")
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise DomainError(f"{op}: expects a {spatial + 1}-D or {spatial + 2}-D input, got {x.ndim}-D")
+    if not training or p == 0:
+        return x
+    lead = tuple(x.shape[:x.ndim - spatial])
+    keep = (rand(*lead, dtype=x.dtype, device=x.device) >= p).to(dtype=x.dtype)
+    mask = keep.reshape(lead + (1,) * spatial) * (1.0 / (1.0 - p) if p < 1 else 0.0)
+    return x * mask
+
+
+class _ChannelDropout(Module):
+    spatial = 1
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise DomainError(f"{type(self).__name__}: p must lie in [0, 1], got {p!r}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x):
+        return _channel_dropout(type(self).__name__, x, self.p, self.training, self.spatial)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(_ChannelDropout):
+    """Zero whole channels of (N, C, L) or (C, L) inputs (``inplace`` has no effect here)."""
+    spatial = 1
+
+
+class Dropout2d(_ChannelDropout):
+    """Zero whole channels of (N, C, H, W) or (C, H, W) inputs."""
+    spatial = 2
+
+
+class Dropout3d(_ChannelDropout):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs."""
+    spatial = 3
+
+
+class AlphaDropout(Module):
+    """Dropout that keeps SELU's zero mean and unit variance: with ``keep`` the Bernoulli(1-p) mask,
+    ``x * keep * a + (keep - 1) * alpha * a + alpha * a * p``, ``a = ((alpha^2 p + 1)(1 - p))^-1/2``
+    (torch's formula; alpha = SELU's scale * alpha)."""
+
+    _ALPHA = 1.7580993408473766
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise DomainError(f"AlphaDropout: p must lie in [0, 1], got {p!r}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        if self.p == 1:
+            return x * 0.0
+        p, alpha = self.p, self._ALPHA
+        a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+        keep = (rand(*x.shape, dtype=x.dtype, device=x.device) >= p).to(dtype=x.dtype)
+        return x * keep * a + (keep - 1.0) * (alpha * a) + alpha * a * p
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
 class Dropout(Module):
     """Dropout in training mode, identity in eval mode."""
 
@@ -214,3 +304,45 @@ class Embedding(Module):
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An Embedding holding ``embeddings`` (a 2-D tensor, copied), trainable unless ``freeze``."""
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise DomainError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not "
+                              "supported yet")
+        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
+            raise DomainError("Embedding.from_pretrained: embeddings must be a 2-D tensor")
+        rows, dim = embeddings.shape
+        m = cls(rows, dim, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
+        m.weight._value[...] = embeddings._value
+        m.weight.requires_grad = not freeze
+        return m
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` per output feature: weight (out, in1, in2), bias (out,), both
+    U(-1/sqrt(in1), 1/sqrt(in1)) as torch initializes them."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = _empty_param((out_features, in1_features, in2_features), device, dtype)
+        self.bias = _empty_param((out_features,), device, dtype) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x1, x2):
+        y = einsum("...i,oij,...j->...o", x1, self.weight, x2)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
