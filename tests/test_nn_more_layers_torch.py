@@ -35,7 +35,8 @@ def test_embedding_from_pretrained_matches_torch():
         y = m(lib.tensor([[0, 3], [1, 2]]))
         y.sum().backward()
         frozen = lib.nn.Embedding.from_pretrained(lib.tensor(e))
-        out.append((y.tolist(), m.weight.requires_grad, frozen.weight.requires_grad, m.padding_idx))
+        out.append((y.tolist(), m.weight.requires_grad, frozen.weight.requires_grad, m.padding_idx,
+                    m.weight.grad.tolist()))   # padding_idx's row gets no gradient
     assert out[0] == out[1]
 
 
