@@ -12,20 +12,16 @@ integer targets, indices and class weights travel as host-array attributes.
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 
 from ..kernels import get_kernels
-from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
+from ..errors import DomainError, DTypeError, TorchLeanError
 from ..autograd import record
 from ..ops import arange, where
 from ..tensor import Tensor, next_rng_key
 
-__all__ = ["linear", "relu", "leaky_relu", "gelu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
-           "dropout", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "embedding", "one_hot"]
-
-_REDUCTIONS = ("mean", "sum", "none")
+__all__ = ["linear", "dropout", "embedding", "one_hot"]
 
 
 def _tensor(x, op, what="input"):
@@ -48,20 +44,6 @@ def _host_ints(t, op, what="target"):
     return a
 
 
-def _host_weight(w, op):
-    if w is None:
-        return None
-    a = w.numpy() if isinstance(w, Tensor) else np.asarray(w)
-    if a.dtype.kind != "f":
-        raise DTypeError(f"{op}: weight must be a float tensor, got dtype {a.dtype}")
-    return a.astype(np.float64)
-
-
-def _check_reduction(op, reduction):
-    if reduction not in _REDUCTIONS:
-        raise DomainError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-
-
 # ---- linear and activations -----------------------------------------------------------------
 
 def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
@@ -74,68 +56,6 @@ def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
     if bias is None:
         return record("linear_nobias", (weight, _tensor(input, "linear")), {})
     return record("linear", (weight, bias, _tensor(input, "linear")), {})
-
-
-def relu(input, inplace=False):  # noqa: A002
-    """max(x, 0); relu'(0) = 0. ``inplace`` is accepted for compatibility and ignored."""
-    return record("relu", (input,), {})
-
-
-def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
-    """``x`` where ``x > 0``, else ``negative_slope * x`` (a compound op: ``relu(x) - s relu(-x)``).
-
-    ``inplace`` has no effect (every op here returns a new tensor).
-
-        >>> import torchlean as tl
-        >>> leaky_relu(tl.tensor([-2.0, 3.0]), 0.5).tolist()
-        [-1.0, 3.0]
-    """
-    return record("leaky_relu", (_tensor(input, "leaky_relu"),), {"negative_slope": negative_slope})
-
-
-def gelu(input, approximate="none"):  # noqa: A002
-    """x * Phi(x) (``approximate="none"``) or its tanh approximation (``"tanh"``)."""
-    return record("gelu", (input,), {"approximate": approximate})
-
-
-def sigmoid(input):  # noqa: A002
-    return record("sigmoid", (input,), {})
-
-
-def tanh(input):  # noqa: A002
-    return record("tanh", (input,), {})
-
-
-def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
-    """(1/beta) log(1 + exp(beta x)), computed stably as max(z,0) + log1p(exp(-|z|)).
-
-    The stable form makes PyTorch's ``threshold`` switch to the identity unnecessary;
-    it is accepted for compatibility (the two differ by less than exp(-threshold)).
-    """
-    if beta == 1:
-        return record("softplus", (input,), {})
-    if not isinstance(beta, numbers.Real) or beta == 0:
-        raise DomainError(f"softplus: beta must be a non-zero number, got {beta!r}")
-    return record("softplus", (input * float(beta),), {}) * (1.0 / float(beta))
-
-
-def silu(input, inplace=False):  # noqa: A002
-    """x * sigmoid(x)."""
-    return record("silu", (input,), {})
-
-
-def softmax(input, dim=-1, dtype=None):  # noqa: A002
-    """exp(x - max) / sum exp(x - max) along ``dim``."""
-    if dtype is not None:
-        input = input.to(dtype=dtype)
-    return record("softmax", (input,), {"axis": dim})
-
-
-def log_softmax(input, dim=-1, dtype=None):  # noqa: A002
-    """x - max - log sum exp(x - max) along ``dim`` (never log of softmax)."""
-    if dtype is not None:
-        input = input.to(dtype=dtype)
-    return record("log_softmax", (input,), {"axis": dim})
 
 
 def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
@@ -155,87 +75,6 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
 
 
 # ---- losses ---------------------------------------------------------------------------------
-
-def mse_loss(input, target, reduction="mean"):  # noqa: A002
-    """Mean (or sum, or elementwise) squared error; shapes must be equal."""
-    _check_reduction("mse_loss", reduction)
-    if reduction == "mean":
-        return record("mse_loss", (input, target), {})
-    if input.shape != target.shape:
-        raise ShapeError(f"mse_loss: shapes {input.shape} and {target.shape} must be equal")
-    d = input - target
-    sq = d * d
-    return sq.sum() if reduction == "sum" else sq
-
-
-def l1_loss(input, target, reduction="mean"):  # noqa: A002
-    """Mean (or sum, or elementwise) absolute error; abs'(0) = 0 (a compound op).
-
-    Shapes broadcast as in PyTorch, which warns when they differ; so does this function.
-    """
-    if isinstance(input, Tensor) and isinstance(target, Tensor) and input.shape != target.shape:
-        warnings.warn(f"l1_loss: target size {target.shape} differs from input size {input.shape}; "
-                      f"they will be broadcast", UserWarning, stacklevel=2)
-    return record("l1_loss", (_tensor(input, "l1_loss"), _tensor(target, "l1_loss", "target")),
-                  {"reduction": reduction})
-
-
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  # noqa: A002
-    """Negative log-likelihood of integer class targets, given log-probabilities.
-
-    input ``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)``; target ``()``, ``(N,)`` or
-    ``(N, d1, ...)``; ``"mean"`` is the weighted mean over non-ignored targets.
-    """
-    return record("nll_loss", (_tensor(input, "nll_loss"),),
-                  {"target": _host_ints(target, "nll_loss"), "weight": _host_weight(weight, "nll_loss"),
-                   "ignore_index": int(ignore_index), "reduction": reduction})
-
-
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",  # noqa: A002
-                  label_smoothing=0.0):
-    """Cross entropy of logits against integer classes or class probabilities (PyTorch's).
-
-    Integer targets run the fused ``cross_entropy`` op; a float target of the input's
-    shape is read as class probabilities (the class axis is 1, or 0 for a 1-D input).
-
-        >>> import torchlean as tl
-        >>> round(cross_entropy(tl.zeros(2, 4), tl.tensor([0, 3])).item(), 4)
-        1.3863
-    """
-    _tensor(input, "cross_entropy")
-    if isinstance(target, Tensor) and target.dtype.kind == "f":
-        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
-    return record("cross_entropy", (input,),
-                  {"target": _host_ints(target, "cross_entropy"),
-                   "weight": _host_weight(weight, "cross_entropy"), "ignore_index": int(ignore_index),
-                   "reduction": reduction, "label_smoothing": float(label_smoothing)})
-
-
-def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
-    op = "cross_entropy"
-    _check_reduction(op, reduction)
-    if target.shape != input.shape:
-        raise ShapeError(f"{op}: probability target of shape {target.shape} must match input shape {input.shape}")
-    if input.ndim == 0:
-        raise ShapeError(f"{op}: input of shape () needs a class axis")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise DomainError(f"{op}: label_smoothing must lie in [0, 1), got {label_smoothing!r}")
-    axis = 0 if input.ndim == 1 else 1
-    C = input.shape[axis]
-    if label_smoothing:
-        target = target * (1.0 - label_smoothing) + label_smoothing / C
-    logp = log_softmax(input, dim=axis)
-    if weight is not None:
-        w = Tensor(_host_weight(weight, op).astype(input.dtype))
-        if w.shape != (C,):
-            raise ShapeError(f"{op}: weight of shape {w.shape} must have shape ({C},) for {C} classes")
-        logp = logp * w.reshape((C,) + (1,) * (input.ndim - axis - 1))
-    per = -(logp * target).sum(dim=axis)
-    if reduction == "none":
-        return per
-    if reduction == "sum":
-        return per.sum()
-    return per.sum() * (1.0 / max(per.numel(), 1))
 
 
 # ---- embedding ------------------------------------------------------------------------------
@@ -279,7 +118,7 @@ from . import functional_layers as _fl  # noqa: E402
 
 __all__ += _fl.__all__
 
-# The families of functionals, each in its own module; a later family's name is the exported one.
+# The families of functionals, each in its own module.
 from . import functional_norms as _fnorms  # noqa: E402
 from .functional_norms import *  # noqa: E402,F401,F403 - batch/group/instance/layer/rms/local-response norm
 

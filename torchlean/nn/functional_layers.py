@@ -27,7 +27,7 @@ from ..tensor import Tensor, no_grad
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_transpose_nd", "max_pool1d", "max_pool2d", "max_pool3d",
-           "avg_pool1d", "avg_pool2d", "avg_pool3d", "smooth_max_pool", "layer_norm", "batch_norm",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d", "smooth_max_pool",
            "scaled_dot_product_attention", "multi_head_attention", "spectral_conv1d",
            "selective_scan", "rfft", "irfft"]
 
@@ -310,26 +310,6 @@ def smooth_max_pool(x, kernel_size, beta, stride=None, padding=0):
 
 # ---- normalization --------------------------------------------------------------------------
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
-    """Normalize over the trailing ``normalized_shape`` axes (biased variance), then scale and shift.
-
-        >>> import torchlean as tl
-        >>> [round(v, 4) for v in layer_norm(tl.tensor([[1.0, 3.0]]), (2,)).tolist()[0]]
-        [-1.0, 1.0]
-    """
-    op = "layer_norm"
-    _tensor(input, op)
-    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
-    k = len(ns)
-    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != ns:
-        raise ShapeError(f"{op}: normalized_shape {ns} does not match the trailing axes of input {input.shape}")
-    attrs = {"normalized_ndim": k, "eps": float(eps)}
-    if weight is None and bias is None:
-        return record("layer_norm_noaffine", (input,), attrs)
-    weight = _const(input, 1, ns) if weight is None else weight
-    bias = _const(input, 0, ns) if bias is None else bias
-    return record("layer_norm", (input, weight, bias), attrs)
-
 
 def _update_running_stats(op, x, running_mean, running_var, momentum):
     """running = (1 - momentum) * running + momentum * batch statistic, in place (PyTorch's rule).
@@ -354,42 +334,6 @@ def _update_running_stats(op, x, running_mean, running_var, momentum):
                 raise ShapeError(f"{op}: running statistics must have shape ({c},), got {buf.shape} "
                                  f"for input {x.shape}")
             buf._value[...] = (buf * (1.0 - m) + stat.to(dtype=buf.dtype) * m)._value
-
-
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
-               momentum=0.1, eps=1e-5):
-    """PyTorch's ``batch_norm`` over channel axis 1 of ``(N, C)`` or ``(N, C, *spatial)``.
-
-    ``training=True`` normalizes with the batch statistics (op ``batch_norm_train``,
-    biased variance) and, when given, updates ``running_mean``/``running_var`` in place:
-    ``r = (1 - momentum) r + momentum * stat`` with the *unbiased* batch variance.
-    ``training=False`` uses the running statistics (op ``batch_norm_eval``), which
-    receive no gradient.
-
-        >>> import torchlean as tl
-        >>> rm, rv = tl.zeros(2), tl.ones(2)
-        >>> _ = batch_norm(tl.tensor([[1.0, 2.0], [3.0, 6.0]]), rm, rv, training=True)
-        >>> [round(v, 4) for v in rm.tolist()]
-        [0.2, 0.4]
-    """
-    op = "batch_norm"
-    _tensor(input, op)
-    if input.ndim < 2:
-        raise ShapeError(f"{op}: input must be (N, C) or (N, C, *spatial), got shape {input.shape}")
-    c = input.shape[1]
-    gamma = _const(input, 1, (c,)) if weight is None else weight
-    beta = _const(input, 0, (c,)) if bias is None else bias
-    if training:
-        if input.numel() // max(c, 1) <= 1:
-            raise ShapeError(f"{op}: expected more than 1 value per channel when training, got input "
-                             f"of shape {input.shape}")
-        y = record("batch_norm_train", (input, gamma, beta), {"eps": float(eps)})
-        if running_mean is not None or running_var is not None:
-            _update_running_stats(op, input, running_mean, running_var, momentum)
-        return y
-    if running_mean is None or running_var is None:
-        raise DomainError(f"{op}: running_mean and running_var are required when training=False")
-    return record("batch_norm_eval", (input, gamma, beta, running_mean, running_var), {"eps": float(eps)})
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -482,6 +426,63 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
         q, k, v = q.broadcast_to(full + (L, E)), k.broadcast_to(full + (S, E)), v.broadcast_to(full + (S, Ev))
     out = record("flash_attention", (q, k, v), attrs)
     return (out if lead else out.reshape(L, Ev)), None
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """Normalize over the trailing ``normalized_shape`` axes (biased variance), then scale and shift.
+
+        >>> import torchlean as tl
+        >>> [round(v, 4) for v in layer_norm(tl.tensor([[1.0, 3.0]]), (2,)).tolist()[0]]
+        [-1.0, 1.0]
+    """
+    op = "layer_norm"
+    _tensor(input, op)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    k = len(ns)
+    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != ns:
+        raise ShapeError(f"{op}: normalized_shape {ns} does not match the trailing axes of input {input.shape}")
+    attrs = {"normalized_ndim": k, "eps": float(eps)}
+    if weight is None and bias is None:
+        return record("layer_norm_noaffine", (input,), attrs)
+    weight = _const(input, 1, ns) if weight is None else weight
+    bias = _const(input, 0, ns) if bias is None else bias
+    return record("layer_norm", (input, weight, bias), attrs)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
+               momentum=0.1, eps=1e-5):
+    """PyTorch's ``batch_norm`` over channel axis 1 of ``(N, C)`` or ``(N, C, *spatial)``.
+
+    ``training=True`` normalizes with the batch statistics (op ``batch_norm_train``,
+    biased variance) and, when given, updates ``running_mean``/``running_var`` in place:
+    ``r = (1 - momentum) r + momentum * stat`` with the *unbiased* batch variance.
+    ``training=False`` uses the running statistics (op ``batch_norm_eval``), which
+    receive no gradient.
+
+        >>> import torchlean as tl
+        >>> rm, rv = tl.zeros(2), tl.ones(2)
+        >>> _ = batch_norm(tl.tensor([[1.0, 2.0], [3.0, 6.0]]), rm, rv, training=True)
+        >>> [round(v, 4) for v in rm.tolist()]
+        [0.2, 0.4]
+    """
+    op = "batch_norm"
+    _tensor(input, op)
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: input must be (N, C) or (N, C, *spatial), got shape {input.shape}")
+    c = input.shape[1]
+    gamma = _const(input, 1, (c,)) if weight is None else weight
+    beta = _const(input, 0, (c,)) if bias is None else bias
+    if training:
+        if input.numel() // max(c, 1) <= 1:
+            raise ShapeError(f"{op}: expected more than 1 value per channel when training, got input "
+                             f"of shape {input.shape}")
+        y = record("batch_norm_train", (input, gamma, beta), {"eps": float(eps)})
+        if running_mean is not None or running_var is not None:
+            _update_running_stats(op, input, running_mean, running_var, momentum)
+        return y
+    if running_mean is None or running_var is None:
+        raise DomainError(f"{op}: running_mean and running_var are required when training=False")
+    return record("batch_norm_eval", (input, gamma, beta, running_mean, running_var), {"eps": float(eps)})
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,

@@ -22,8 +22,7 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Identity", "Linear", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softplus", "Softmax",
-           "LogSoftmax", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+__all__ = ["Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
            "Embedding", "Bilinear"]
 
 
@@ -73,89 +72,6 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-class ReLU(Module):
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-
-    def forward(self, x):
-        return F.relu(x)
-
-
-class LeakyReLU(Module):
-    """``x`` where ``x > 0``, else ``negative_slope * x`` (``inplace`` has no effect: every op
-    here returns a new tensor)."""
-
-    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
-        super().__init__()
-        self.negative_slope = negative_slope
-
-    def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope)
-
-    def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
-
-
-class GELU(Module):
-    def __init__(self, approximate: str = "none"):
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, x):
-        return F.gelu(x, approximate=self.approximate)
-
-    def extra_repr(self):
-        return f"approximate={self.approximate!r}"
-
-
-class Tanh(Module):
-    def forward(self, x):
-        return F.tanh(x)
-
-
-class Sigmoid(Module):
-    def forward(self, x):
-        return F.sigmoid(x)
-
-
-class SiLU(Module):
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-
-    def forward(self, x):
-        return F.silu(x)
-
-
-class Softplus(Module):
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
-        super().__init__()
-        self.beta = beta
-        self.threshold = threshold
-
-    def forward(self, x):
-        return F.softplus(x, self.beta, self.threshold)
-
-    def extra_repr(self):
-        return f"beta={self.beta}, threshold={self.threshold}"
-
-
-class Softmax(Module):
-    def __init__(self, dim: int = -1):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, x):
-        return F.softmax(x, self.dim)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
-
-
-class LogSoftmax(Softmax):
-    def forward(self, x):
-        return F.log_softmax(x, self.dim)
 
 
 class Flatten(Module):
