@@ -24,9 +24,9 @@ from .errors import AutogradError, DeviceError, DTypeError, IndexRangeError, Sha
 from .kernels import get_kernels
 from .shape import Size
 
-__all__ = ["Size", "Tensor", "as_dtype", "bool_", "enable_grad", "float32", "float64", "from_dlpack", "from_numpy",
+__all__ = ["Size", "Tensor", "as_dtype", "bool_", "enable_grad", "float32", "float64", "from_dlpack",
            "inference_mode", "int32", "int64", "is_grad_enabled", "is_tensor", "log_softmax", "no_grad",
-           "set_grad_enabled", "softmax", "tensor"]
+           "set_grad_enabled", "softmax"]
 
 from .dtypes import (DType, as_dtype, bool_, dtype_of, float32, float64, get_default_dtype, int32, int64,  # noqa: F401
                      result_type)
@@ -537,10 +537,10 @@ def _binary(name, a, b) -> Tensor:
 def _host_operand(o, op):
     if o is None or isinstance(o, (str, bytes)):
         raise DTypeError(f"{op}: unsupported operand {o!r}: expected a tensor or a number")
-    try:
-        return tensor(o)
-    except TorchLeanError:
-        raise DTypeError(f"{op}: unsupported operand of type {type(o).__name__}") from None
+    a = np.asarray(o)
+    if a.dtype == object or a.dtype.kind not in "biuf":
+        raise DTypeError(f"{op}: unsupported operand of type {type(o).__name__}")
+    return Tensor(np.ascontiguousarray(a))
 
 
 def _float_input(op: str, x: Tensor) -> Tensor:
@@ -563,29 +563,6 @@ def _place(a: np.ndarray, device: str, requires_grad: bool) -> Tensor:
         raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
     v = a if device == "cpu" else get_kernels("cuda").from_host(a, a.dtype)
     return Tensor(v, requires_grad=requires_grad)
-
-
-def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    """A new tensor (a copy). Python floats give float32; NumPy arrays keep their dtype."""
-    dtype = as_dtype(dtype)
-    if isinstance(data, Tensor):
-        a = data.numpy()
-    else:
-        a = np.asarray(data)
-        if dtype is None and not isinstance(data, np.ndarray):
-            if a.dtype.kind == "f":
-                a = a.astype(np.float32)
-            elif a.dtype.kind in "iu":
-                a = a.astype(np.int64)
-    if a.dtype == object:
-        raise DTypeError("tensor: data must be numeric")
-    a = np.array(a, dtype=dtype or a.dtype, copy=True, order="C")
-    return _place(a, device, requires_grad)
-
-
-def from_numpy(a: np.ndarray) -> Tensor:
-    """Share memory with a NumPy array (no copy when it is contiguous)."""
-    return Tensor(np.ascontiguousarray(a))
 
 
 def from_dlpack(obj) -> Tensor:

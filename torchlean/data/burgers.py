@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import DomainError, ShapeError
 from ..spec.rng import random_bits
-from ..tensor import from_numpy
+from ..ops import from_numpy
 from .cache import cache_path, load_npz, save_npz_atomic
 
 # Bumped whenever the generated numbers would change, so stale cache files are not reused.

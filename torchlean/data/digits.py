@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailableError, DomainError, ShapeError
-from ..tensor import Tensor, from_numpy
+from ..ops import from_numpy
+from ..tensor import Tensor
 from .loader import permutation
 
 _SPLIT_STREAM = 0x44494749  # "DIGI": keeps the split's permutations apart from other uses of a seed

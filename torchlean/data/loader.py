@@ -30,7 +30,8 @@ import numpy as np
 from ..errors import DTypeError, IndexRangeError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec.rng import uniform
-from ..tensor import Tensor, from_numpy, next_rng_key
+from ..ops import from_numpy
+from ..tensor import Tensor, next_rng_key
 
 # Counter offsets keep the permutation streams of different uses apart, so a split
 # and the first epoch of a loader with the same seed are not the same permutation.

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import DomainError, IndexRangeError, ShapeError, TorchLeanError
 from ..spec.rng import uniform
-from ..tensor import Tensor, from_numpy
+from ..ops import from_numpy
+from ..tensor import Tensor
 from .loader import Dataset, _check_index, _check_indices, _wrap, permutation
 
 # Test suites, installed packages, codec tables (encodings/) and the documentation

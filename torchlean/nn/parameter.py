@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError
-from ..tensor import Tensor, float32, tensor
+from ..ops import tensor
+from ..tensor import Tensor, float32
 
 
 class Parameter(Tensor):

@@ -27,7 +27,8 @@ import numpy as np
 from ..dtypes import bool_, finfo, get_default_dtype, int64, result_type
 from ..errors import DomainError, DTypeError
 from ..kernels import get_kernels
-from ..tensor import Tensor, _as_tensor, _binary, _float_input, _float_only, record, tensor
+from ..tensor import Tensor, _as_tensor, _binary, _float_input, _float_only, record
+from .creation import tensor
 from .table import export
 
 _F32 = np.dtype(np.float32)

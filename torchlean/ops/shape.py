@@ -34,7 +34,7 @@ from ..errors import DomainError, DTypeError, IndexRangeError, ShapeError
 from ..shape import Size, norm_axis
 from ..shape import broadcast_shapes as _broadcast_shapes
 from ..tensor import Tensor, _as_tensor
-from ..tensor import tensor as _tensor
+from .creation import tensor as _tensor
 from .table import export
 
 # torch.Size, the class of ``x.shape`` and ``x.size()`` (defined with the shapes, below the tensor).
