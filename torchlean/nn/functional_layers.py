@@ -411,7 +411,8 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
     if scale is not None and (not isinstance(scale, numbers.Real) or isinstance(scale, bool)
                               or not math.isfinite(scale)):
         raise DomainError(f"{op}: scale must be a finite number or None, got {scale!r}")
-    allowed, additive = _split_mask(op, attn_mask, is_causal, L, S)
+    fused_causal = is_causal and attn_mask is None and not need_weights
+    allowed, additive = _split_mask(op, attn_mask, is_causal and not fused_causal, L, S)
     if additive is not None or need_weights:
         sc = 1.0 / math.sqrt(E) if scale is None else float(scale)
         return _attend_unfused(q, k, v, allowed, additive, sc)
@@ -419,6 +420,8 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, need_weights=Fal
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
     full = lead or (1,)
     attrs = {"scale": None if scale is None else float(scale)}
+    if fused_causal:  # the kernels skip the key tiles above the diagonal
+        attrs["causal"] = attrs["hard"] = True
     if allowed is not None:
         attrs["mask"] = _bcast_mask(op, allowed, full + (L, S))
         attrs["hard"] = True

@@ -879,6 +879,9 @@ def _flash_attention(xs, y, g, attrs):
     scale = 1.0 / math.sqrt(q.shape[-1]) if attrs.get("scale") is None else float(attrs["scale"])
     s = (q @ k.transpose(-2, -1)) * scale
     mask, hard = attrs.get("mask"), attrs.get("hard", False)
+    if attrs.get("causal"):
+        tri = np.tril(np.ones(s.shape[-2:], dtype=bool))
+        mask = np.broadcast_to(tri, s.shape) if mask is None else (np.asarray(mask) != 0) & tri
     keep = None if mask is None else _keep(s, mask)
     if keep is None:
         p = s.softmax(-1)

@@ -35,6 +35,12 @@ def _softmax(s):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _causal_mask(mask, n, m):
+    """``mask`` restricted to keys j <= query i (the top-left aligned lower triangle)."""
+    tri = np.tril(np.ones((n, m), dtype=bool))
+    return tri if mask is None else (np.asarray(mask) != 0) & tri
+
+
 def attention_probs(q, k, *, scale, mask=None, hard=False):
     """Attention weights (..., n, m) of q (..., n, d) against k (..., m, d).
 
@@ -73,7 +79,7 @@ def _check_scale(op, scale):
         raise DomainError(f"{op}: scale must be a finite number or None, got {scale!r}")
 
 
-def _flash_shape(q, k, v, *, scale=None, mask=None, hard=False):
+def _flash_shape(q, k, v, *, scale=None, mask=None, hard=False, causal=False):
     """(*batch, n, dv) of q (*batch, n, d), k (*batch, m, d), v (*batch, m, dv): the seeds'
     (batch, n, d) layout, with any number (at least one) of batch axes, as PyTorch's SDPA takes them."""
     op = "flash_attention"
@@ -90,6 +96,8 @@ def _flash_shape(q, k, v, *, scale=None, mask=None, hard=False):
     if q[-1] < 1 or k[-2] < 1:
         raise ShapeError(f"{op}: need d >= 1 and at least one key, got {fmt_shapes(q, k, v)}")
     _check_scale(op, scale)
+    if causal and not hard:
+        raise DomainError(f"{op}: causal=True needs hard=True (exact masking)")
     if mask is not None and tuple(np.shape(mask)) != q[:-1] + (k[-2],):
         raise ShapeError(f"{op}: mask has shape {tuple(np.shape(mask))}, expected "
                          f"{q[:-1] + (k[-2],)} (batch, n, m)")
@@ -100,11 +108,15 @@ def _scale_of(d, scale):
     return 1.0 / math.sqrt(d) if scale is None else float(scale)
 
 
+def _fa_mask(q, k, mask, causal):
+    return _causal_mask(mask, q.shape[-2], k.shape[-2]) if causal else mask
+
+
 defspec("flash_attention",
-        lambda q, k, v, *, scale=None, mask=None, hard=False: attention_probs(
-            q, k, scale=_scale_of(q.shape[-1], scale), mask=mask, hard=hard) @ v,
-        lambda g, q, k, v, *, scale=None, mask=None, hard=False: attention_vjp(
-            g, q, k, v, scale=_scale_of(q.shape[-1], scale), mask=mask, hard=hard),
+        lambda q, k, v, *, scale=None, mask=None, hard=False, causal=False: attention_probs(
+            q, k, scale=_scale_of(q.shape[-1], scale), mask=_fa_mask(q, k, mask, causal), hard=hard) @ v,
+        lambda g, q, k, v, *, scale=None, mask=None, hard=False, causal=False: attention_vjp(
+            g, q, k, v, scale=_scale_of(q.shape[-1], scale), mask=_fa_mask(q, k, mask, causal), hard=hard),
         _flash_shape, 3,
         why="O(n) memory: key tiles with an online softmax, where softmax(q k^T) v keeps the n x m weights")
 

@@ -14,7 +14,7 @@ from .registry import defrule, pick
 
 # ---- attention ------------------------------------------------------------------------------
 
-def _fa_fwd(K, q, k, v, *, scale=None, mask=None, hard=False):
+def _fa_fwd(K, q, k, v, *, scale=None, mask=None, hard=False, causal=False):
     sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     lead, n, m_ = q.shape[:-2], q.shape[-2], k.shape[-2]
     if len(lead) != 1:  # the kernels take one batch axis: fold the others into it (views)
@@ -25,15 +25,15 @@ def _fa_fwd(K, q, k, v, *, scale=None, mask=None, hard=False):
         if mask is not None:
             mask = mask.reshape(B, n, m_)
     m = None if mask is None else K.bool_mask(mask, np.shape(mask))
-    out, lse = K.flash_attention_fwd(q, k, v, m, sc, bool(hard))
-    return out.reshape(lead + out.shape[-2:]), (q, k, v, m, out, lse, sc, bool(hard), lead)
+    out, lse = K.flash_attention_fwd(q, k, v, m, sc, bool(hard), bool(causal))
+    return out.reshape(lead + out.shape[-2:]), (q, k, v, m, out, lse, sc, bool(hard), bool(causal), lead)
 
 
 def _fa_bwd(K, s, g, needs):
-    q, k, v, m, out, lse, sc, hard, lead = s
+    q, k, v, m, out, lse, sc, hard, causal, lead = s
     if len(lead) != 1:
         g = K.ascontiguous(g).reshape(out.shape)
-    grads = K.flash_attention_bwd(q, k, v, m, out, lse, g, sc, hard)
+    grads = K.flash_attention_bwd(q, k, v, m, out, lse, g, sc, hard, causal)
     if len(lead) != 1:
         grads = tuple(None if t is None else t.reshape(lead + t.shape[-2:]) for t in grads)
     return pick(needs, *grads)
@@ -68,7 +68,7 @@ def _mha_fwd(K, x, wq, wk, wv, wo, *, num_heads, mask=None, use_flash=True):
         mb = K.ascontiguous(K.bool_mask(mask, (B * H, n, n)))
     scale = 1.0 / math.sqrt(hd)
     if use_flash:
-        o, aux = K.flash_attention_fwd(q, k, v, mb, scale, False)
+        o, aux = K.flash_attention_fwd(q, k, v, mb, scale, False, False)
     else:
         s = K.scale(K.matmul(q, _swap(K, k)), scale)
         if mb is not None:
@@ -89,7 +89,7 @@ def _mha_bwd(K, s, g, needs):
     do = _swap12(K, K.matmul(g2, K.transpose2d(wo)), (B, n, H, hd))
     do = do.reshape(B * H, n, hd)
     if use_flash:
-        dq, dk, dv = K.flash_attention_bwd(q, k, v, mb, o, aux, do, scale, False)
+        dq, dk, dv = K.flash_attention_bwd(q, k, v, mb, o, aux, do, scale, False, False)
     else:
         p = aux
         dv = K.matmul(_swap(K, p), do)

@@ -155,10 +155,15 @@ def _launch(kind, variant, B, rows, *args):
     _kernel(kind, *variant)(tiles * B, _THREADS[variant[1]], *args, tiles)
 
 
-def flash_attention_fwd(q, k, v, mask, scale, hard):
+def _flags(hard, causal):
+    """The kernels' ``hard`` argument: bit 0 hard masking, bit 1 causal (skip the tiles above the diagonal)."""
+    return int(bool(hard)) | (2 if causal else 0)
+
+
+def flash_attention_fwd(q, k, v, mask, scale, hard, causal=False):
     var = _head_dim(q, k, v, mask)
     if var is None:
-        return _host.flash_attention_fwd(q, k, v, mask, scale, hard, xp=cupy)
+        return _host.flash_attention_fwd(q, k, v, mask, scale, hard, causal, xp=cupy)
     e0 = v.shape[2]
     q, k, v = _padded(q), _padded(k), _padded(v)
     B, n, d = q.shape
@@ -167,7 +172,7 @@ def flash_attention_fwd(q, k, v, mask, scale, hard):
     out = _ND((B, n, e), _F32)
     lse = _ND((B, n), _F32)
     _launch("fwd", var, B, n, q.data.ptr, k.data.ptr, v.data.ptr, *mk, out.data.ptr, lse.data.ptr, n, m, d, e,
-            scale, int(bool(hard)))
+            scale, _flags(hard, causal))
     return _unpad(out, e0), lse
 
 
@@ -186,10 +191,10 @@ def _side(dev: int):
     return s
 
 
-def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
+def _bwd(q, k, v, mask, out, lse, g, scale, hard, causal, want_kv=True):
     var = _head_dim(q, k, v, mask)
     if var is None:
-        return _host.flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, xp=cupy)
+        return _host.flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal, xp=cupy)
     d0, e0 = q.shape[2], v.shape[2]
     q, k, v = _padded(q), _padded(k), _padded(v)
     B, n, d = q.shape
@@ -204,7 +209,7 @@ def _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=True):
     dq = _ND(q.shape, _F32)
     delta = _ND((B, n), _F32)
     qkv = (q.data.ptr, k.data.ptr, v.data.ptr) + mk
-    tail = (n, m, d, e, scale, int(bool(hard)))
+    tail = (n, m, d, e, scale, _flags(hard, causal))
     dk = dv = None
     if want_kv:
         dk = _ND(k.shape, _F32)
@@ -244,17 +249,17 @@ def _delta_kernel():
     return f
 
 
-def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard):
-    return _bwd(q, k, v, mask, out, lse, g, scale, hard)
+def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal=False):
+    return _bwd(q, k, v, mask, out, lse, g, scale, hard, causal)
 
 
-def flash_attention_bwd_q(q, k, v, mask, out, lse, g, scale, hard):
-    return _bwd(q, k, v, mask, out, lse, g, scale, hard, want_kv=False)[0]
+def flash_attention_bwd_q(q, k, v, mask, out, lse, g, scale, hard, causal=False):
+    return _bwd(q, k, v, mask, out, lse, g, scale, hard, causal, want_kv=False)[0]
 
 
-def flash_attention_bwd_k(q, k, v, mask, out, lse, g, scale, hard):
-    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)[1]
+def flash_attention_bwd_k(q, k, v, mask, out, lse, g, scale, hard, causal=False):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal)[1]
 
 
-def flash_attention_bwd_v(q, k, v, mask, out, lse, g, scale, hard):
-    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard)[2]
+def flash_attention_bwd_v(q, k, v, mask, out, lse, g, scale, hard, causal=False):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal)[2]

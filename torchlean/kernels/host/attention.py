@@ -59,7 +59,18 @@ def _fill(s, keep, hard, *, xp=np):
         xp.copyto(s, _c(s, -np.inf if hard else _MASK_FILL), where=~keep)
 
 
-def flash_attention_fwd(q, k, v, mask, scale, hard, *, xp=np):
+def _keep_tile(mask, causal, B, n, j0, j1, *, xp=np):
+    """(B*n, j1-j0) bool of the allowed keys j0..j1-1, or None: the mask's, and with ``causal``
+    only keys j <= the query's row i (PyTorch's top-left aligned ``is_causal``)."""
+    keep = None if mask is None else mask[:, :, j0:j1].reshape(B * n, j1 - j0)
+    if not causal:
+        return keep
+    tri = xp.arange(j0, j1)[None, :] <= xp.arange(n)[:, None]
+    tri = xp.broadcast_to(tri[None], (B, n, j1 - j0)).reshape(B * n, j1 - j0)
+    return tri if keep is None else keep & tri
+
+
+def flash_attention_fwd(q, k, v, mask, scale, hard, causal=False, *, xp=np):
     B, n, _ = q.shape
     m, R = k.shape[1], B * n
     qs = q * _c(q, scale)
@@ -73,7 +84,7 @@ def flash_attention_fwd(q, k, v, mask, scale, hard, *, xp=np):
         j1 = min(m, j0 + T)
         s = xp.matmul(qs, k[:, j0:j1].transpose(0, 2, 1))
         s2 = s.reshape(R, j1 - j0)
-        keep = None if mask is None else mask[:, :, j0:j1].reshape(R, j1 - j0)
+        keep = _keep_tile(mask, causal, B, n, j0, j1, xp=xp)
 
         def softmax_tile(lo, hi, s2=s2, keep=keep):
             t = s2[lo:hi]
@@ -97,7 +108,7 @@ def flash_attention_fwd(q, k, v, mask, scale, hard, *, xp=np):
     return out, lse.reshape(B, n)
 
 
-def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, *, xp=np):
+def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal=False, *, xp=np):
     B, n, _ = q.shape
     m, R = k.shape[1], B * n
     sc = _c(q, scale)
@@ -110,7 +121,7 @@ def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, *, xp=np):
     dv = xp.empty_like(v)
     for j0 in range(0, m, T):
         j1 = min(m, j0 + T)
-        keep = None if mask is None else mask[:, :, j0:j1].reshape(R, j1 - j0)
+        keep = _keep_tile(mask, causal, B, n, j0, j1, xp=xp)
         p = xp.matmul(qs, k[:, j0:j1].transpose(0, 2, 1))
         p2 = p.reshape(R, j1 - j0)
 
@@ -141,13 +152,13 @@ def flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, *, xp=np):
     return dq, dk, dv
 
 
-def flash_attention_bwd_q(q, k, v, mask, out, lse, g, scale, hard, *, xp=np):
-    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, xp=xp)[0]
+def flash_attention_bwd_q(q, k, v, mask, out, lse, g, scale, hard, causal=False, *, xp=np):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal, xp=xp)[0]
 
 
-def flash_attention_bwd_k(q, k, v, mask, out, lse, g, scale, hard, *, xp=np):
-    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, xp=xp)[1]
+def flash_attention_bwd_k(q, k, v, mask, out, lse, g, scale, hard, causal=False, *, xp=np):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal, xp=xp)[1]
 
 
-def flash_attention_bwd_v(q, k, v, mask, out, lse, g, scale, hard, *, xp=np):
-    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, xp=xp)[2]
+def flash_attention_bwd_v(q, k, v, mask, out, lse, g, scale, hard, causal=False, *, xp=np):
+    return flash_attention_bwd(q, k, v, mask, out, lse, g, scale, hard, causal, xp=xp)[2]

@@ -36,6 +36,10 @@ def _fa_samples(rng):
         Sample(qkv(1, 1, 1, 1), {}, "n = m = d = 1"),
         Sample((rand(rng, 2, 3, 4, 3), rand(rng, 2, 3, 5, 3), rand(rng, 2, 3, 5, 2)),
                {"mask": random_mask(rng, 2, 3, 4, 5), "hard": True}, "two batch axes (batch, heads), hard mask"),
+        Sample(qkv(2, 5, 5, 3), {"hard": True, "causal": True}, "causal"),
+        Sample(qkv(2, 6, 4, 3), {"hard": True, "causal": True}, "causal, more queries than keys"),
+        Sample(qkv(1, 3, 5, 4), {"mask": random_mask(rng, 1, 3, 5), "hard": True, "causal": True},
+               "causal and a mask"),
     ]
 
 
@@ -49,14 +53,17 @@ def _fa_bad(rng):
             BadInput((np.ones((2, 2, 3, 4)), np.ones((2, 3, 3, 4)), np.ones((2, 3, 3, 4))), {}, ShapeError,
                      "batch", "batch axes differ"),
             BadInput((q, q, q), {"mask": np.ones((3, 3), bool)}, ShapeError, "(2, 3, 3)", "mask of too few axes"),
-            BadInput((q, q, q), {"scale": float("nan")}, DomainError, "scale", "nan scale")]
+            BadInput((q, q, q), {"scale": float("nan")}, DomainError, "scale", "nan scale"),
+            BadInput((q, q, q), {"causal": True}, DomainError, "hard", "causal without hard masking")]
 
 
-def torch_attention(torch, q, k, v, *, scale=None, mask=None, hard=False):
+def torch_attention(torch, q, k, v, *, scale=None, mask=None, hard=False, causal=False):
     """Attention in torch: SDPA where it means the same; explicit otherwise."""
     F = torch.nn.functional
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, scale=scale, is_causal=causal)
+    if causal:
+        mask = (np.asarray(mask) != 0) & np.tril(np.ones(mask.shape[-2:], dtype=bool))
     keep = torch.as_tensor(np.asarray(mask) != 0)
     sc = q.shape[-1] ** -0.5 if scale is None else scale
     s = (q @ k.transpose(-1, -2)) * sc

@@ -43,11 +43,11 @@ __device__ __forceinline__ float fa_row_sum(float x) {
 
 #define FA_FILL (-1000.f)  // the seeds' soft-mask logit
 
-// Whether query row qi may attend key kj: no mask, a padding row (qi >= n, never written), or
-// a nonzero mask entry.
+// Whether query row qi may attend key kj: a padding row (qi >= n, never written), or a key on or
+// below the diagonal when causal and a nonzero mask entry (or no mask).
 __device__ __forceinline__ bool fa_keep(const unsigned char* mask, long long base, long long sn, long long sm,
-                                        int qi, int kj, int n) {
-    return mask == nullptr || qi >= n || mask[base + qi * sn + kj * sm] != 0;
+                                        int qi, int kj, int n, int causal) {
+    return qi >= n || ((!causal || kj <= qi) && (mask == nullptr || mask[base + qi * sn + kj * sm] != 0));
 }
 
 __device__ __forceinline__ float4 fa_ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -174,7 +174,11 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_fwd(
     float* Vn = Kn + 2 * FA_T * LN;                   // 2 x [FA_T][LN]
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const long long b = blockIdx.x / tiles;
+    // hard: bit 0 exact masking, bit 1 causal (the tiles wholly above the diagonal are skipped).
+    const int causal = hard >> 1;
+    hard &= 1;
     const int q0 = (blockIdx.x % tiles) * FA_T;
+    const int kend = causal ? min(m, q0 + FA_T) : m;  // causal: no key beyond the tile's last query
     const float NEG_INF = -fa_inf();
 
     fa_load_async<DM>(Kn, LN, k, b * m, m, d);
@@ -193,11 +197,11 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_fwd(
     }
     const long long mbase = b * msb;
 
-    for (int k0 = 0, t = 0; k0 < m; k0 += FA_T, ++t) {
+    for (int k0 = 0, t = 0; k0 < kend; k0 += FA_T, ++t) {
         const float* Kc = Kn + (t & 1) * FA_T * LN;
         const float* Vc = Vn + (t & 1) * FA_T * LN;
         __syncthreads();  // every warp is done with the buffer the next prefetch fills, and with Pt
-        if (k0 + FA_T < m) {
+        if (k0 + FA_T < kend) {
             fa_load_async<DM>(Kn + ((t + 1) & 1) * FA_T * LN, LN, k, b * m + k0 + FA_T, m - k0 - FA_T, d);
             fa_load_async<DM>(Vn + ((t + 1) & 1) * FA_T * LN, LN, v, b * m + k0 + FA_T, m - k0 - FA_T, e);
             fa_cp_commit();
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_fwd(
             for (int c = 0; c < 4; ++c) {
                 const int kj = k0 + tx + 16 * c;
                 if (kj >= m) s[i][c] = NEG_INF;
-                else if (!fa_keep(mask, mbase, msn, msm, qi, kj, n))
+                else if (!fa_keep(mask, mbase, msn, msm, qi, kj, n, causal))
                     s[i][c] = hard ? NEG_INF : FA_FILL;
                 tmax = fmaxf(tmax, s[i][c]);
             }
@@ -282,7 +286,11 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_dq(
     float* Vn = Kn + FA_T * LN;                       // [FA_T][LN]
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const long long b = blockIdx.x / tiles;
+    // hard: bit 0 exact masking, bit 1 causal (the tiles wholly above the diagonal are skipped).
+    const int causal = hard >> 1;
+    hard &= 1;
     const int q0 = (blockIdx.x % tiles) * FA_T;
+    const int kend = causal ? min(m, q0 + FA_T) : m;  // causal: no key beyond the tile's last query
 
     fa_load_t<DM>(Qt, q, b * n + q0, n - q0, d, scale);
     fa_load_t<DM>(Gt, g, b * n + q0, n - q0, e, 1.f);
@@ -304,7 +312,7 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_dq(
     }
     const long long mbase = b * msb;
 
-    for (int k0 = 0; k0 < m; k0 += FA_T) {
+    for (int k0 = 0; k0 < kend; k0 += FA_T) {
         __syncthreads();
         fa_load_n<DM>(Kn, LN, k, b * m + k0, m - k0, d, 1.f);
         fa_load_n<DM>(Vn, LN, v, b * m + k0, m - k0, e, 1.f);
@@ -325,7 +333,7 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_dq(
                 const int kj = k0 + tx + 16 * c;
                 float ds = 0.f;
                 if (kj < m) {
-                    const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
+                    const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n, causal);
                     // A replaced logit is a constant (its gradient 0); a hard-masked weight is 0.
                     if (keep) ds = expf(s[i][c] - L[i]) * (dp[i][c] - D[i]);
                 }
@@ -372,6 +380,9 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_kv(
     float* Ds = Ls + FA_T;                            // [FA_T]
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const long long b = blockIdx.x / tiles;
+    // hard: bit 0 exact masking, bit 1 causal (the tiles wholly above the diagonal are skipped).
+    const int causal = hard >> 1;
+    hard &= 1;
     const int k0 = (blockIdx.x % tiles) * FA_T;
 
     fa_load_t<DM>(Kt, k, b * m + k0, m - k0, d, 1.f);
@@ -383,7 +394,7 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_kv(
         for (int c = 0; c < 4 * NG; ++c) ak[i][c] = av[i][c] = 0.f;
     const long long mbase = b * msb;
 
-    for (int q0 = 0; q0 < n; q0 += FA_T) {
+    for (int q0 = causal ? k0 : 0; q0 < n; q0 += FA_T) {
         __syncthreads();
         fa_load_n<DM>(Qn, LN, q, b * n + q0, n - q0, d, scale);
         fa_load_n<DM>(Gn, LN, g, b * n + q0, n - q0, e, 1.f);
@@ -411,7 +422,7 @@ __global__ void __launch_bounds__(FA_NT, DM == 64 ? 2 : 1) fa_bwd_kv(
                 const int kj = k0 + ty * 4 + i;
                 float p = 0.f, ds = 0.f;
                 if (kj < m) {
-                    const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
+                    const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n, causal);
                     if (keep) {
                         p = expf(s[i][c] - Lq);
                         ds = p * (dp[i][c] - Dq);
@@ -623,7 +634,11 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
     float2* Vp = Kp + FA_T * LD;                             // [FA_T][LD] split
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, r0 = (threadIdx.x >> 5) * 16;
     const long long b = blockIdx.x / tiles;
+    // hard: bit 0 exact masking, bit 1 causal (the tiles wholly above the diagonal are skipped).
+    const int causal = hard >> 1;
+    hard &= 1;
     const int q0 = (blockIdx.x % tiles) * FA_T;
+    const int kend = causal ? min(m, q0 + FA_T) : m;  // causal: no key beyond the tile's last query
     const int dk = (d + 7) & ~7, en = (e + 7) & ~7;
     const float NEG_INF = -fa_inf();
 
@@ -633,7 +648,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
     const long long mbase = b * msb;
     const int qi0 = q0 + r0 + g;
 
-    for (int k0 = 0; k0 < m; k0 += FA_T) {
+    for (int k0 = 0; k0 < kend; k0 += FA_T) {
         __syncthreads();  // every warp is done with the previous key/value tiles
         ft_stage<DM, FT_NT>(Kp, k, b * m + k0, m - k0, d);
         ft_stage<DM, FT_NT>(Vp, v, b * m + k0, m - k0, e);
@@ -642,14 +657,15 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_fwd(
         float s[8][4];
         ft_zero(s);
         ft_nt<8, LD>(s, Qs, LD, r0, Kp, dk, g, t);
-        if (mask != nullptr || k0 + FA_T > m) {  // a full tile without a mask has nothing to replace
+        // a full tile without a mask, below the diagonal, has nothing to replace
+        if (mask != nullptr || k0 + FA_T > m || (causal && k0 + FA_T > q0 + 1)) {
 #pragma unroll
             for (int j = 0; j < 8; ++j)
 #pragma unroll
                 for (int c = 0; c < 4; ++c) {
                     const int qi = qi0 + 8 * (c >> 1), kj = k0 + 8 * j + 2 * t + (c & 1);
                     if (kj >= m) s[j][c] = NEG_INF;
-                    else if (!fa_keep(mask, mbase, msn, msm, qi, kj, n))
+                    else if (!fa_keep(mask, mbase, msn, msm, qi, kj, n, causal))
                         s[j][c] = hard ? NEG_INF : FA_FILL;
                 }
         }
@@ -725,7 +741,11 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
     float2* Vp = Kp + FA_T * LD;                             // [FA_T][LD] split
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, r0 = (threadIdx.x >> 5) * 16;
     const long long b = blockIdx.x / tiles;
+    // hard: bit 0 exact masking, bit 1 causal (the tiles wholly above the diagonal are skipped).
+    const int causal = hard >> 1;
+    hard &= 1;
     const int q0 = (blockIdx.x % tiles) * FA_T;
+    const int kend = causal ? min(m, q0 + FA_T) : m;  // causal: no key beyond the tile's last query
     const int dk = (d + 7) & ~7, en = (e + 7) & ~7;
 
     fa_load_n<DM, FT_NT>(Qs, LD, q, b * n + q0, n - q0, d, scale);
@@ -740,7 +760,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
     ft_zero(acc);
     const long long mbase = b * msb;
 
-    for (int k0 = 0; k0 < m; k0 += FA_T) {
+    for (int k0 = 0; k0 < kend; k0 += FA_T) {
         __syncthreads();
         ft_stage<DM, FT_NT>(Kp, k, b * m + k0, m - k0, d);
         ft_stage<DM, FT_NT>(Vp, v, b * m + k0, m - k0, e);
@@ -751,7 +771,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
         ft_zero(dp);
         ft_nt<8, LD>(s, Qs, LD, r0, Kp, dk, g, t);
         ft_nt<8, LD>(dp, Gs, LD, r0, Vp, en, g, t);
-        if (mask == nullptr && k0 + FA_T <= m) {
+        if (mask == nullptr && k0 + FA_T <= m && !(causal && k0 + FA_T > q0 + 1)) {
 #pragma unroll
             for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -764,7 +784,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_dq(
                     const int h = c >> 1, qi = qi0 + 8 * h, kj = k0 + 8 * j + 2 * t + (c & 1);
                     float ds = 0.f;
                     if (kj < m) {
-                        const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
+                        const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n, causal);
                         // A replaced logit is a constant (its gradient 0); a hard-masked weight is 0.
                         if (keep) ds = __expf(s[j][c] - L[h]) * (dp[j][c] - D[h]);
                     }
@@ -800,6 +820,9 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_kv(
     float* Ds = Ls + FA_T;                                   // [FA_T]
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, r0 = (threadIdx.x >> 5) * 16;
     const long long b = blockIdx.x / tiles;
+    // hard: bit 0 exact masking, bit 1 causal (the tiles wholly above the diagonal are skipped).
+    const int causal = hard >> 1;
+    hard &= 1;
     const int k0 = (blockIdx.x % tiles) * FA_T;
     const int dk = (d + 7) & ~7, en = (e + 7) & ~7;
 
@@ -811,7 +834,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_kv(
     const long long mbase = b * msb;
     const int kj0 = k0 + r0 + g;
 
-    for (int q0 = 0; q0 < n; q0 += FA_T) {
+    for (int q0 = causal ? k0 : 0; q0 < n; q0 += FA_T) {
         __syncthreads();
         ft_stage<DM, FT_NT>(Qp, q, b * n + q0, n - q0, d);
         ft_stage<DM, FT_NT>(Gp, g_, b * n + q0, n - q0, e);
@@ -828,7 +851,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_kv(
         ft_zero(dp);
         ft_nt<8, LD>(s, Ks, LD, r0, Qp, dk, g, t);
         ft_nt<8, LD>(dp, Vs, LD, r0, Gp, en, g, t);
-        if (mask == nullptr && kj0 + 8 < m) {  // both rows of the lane are keys
+        if (mask == nullptr && kj0 + 8 < m && !(causal && kj0 + 8 > q0)) {  // both rows of the lane are keys
 #pragma unroll
             for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -846,7 +869,7 @@ __global__ void __launch_bounds__(FT_NT, DM == 64 ? 2 : 1) ft_bwd_kv(
                     const float Lq = Ls[qc];
                     float p = 0.f, ds = 0.f;
                     if (kj < m) {
-                        const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n);
+                        const bool keep = fa_keep(mask, mbase, msn, msm, qi, kj, n, causal);
                         if (keep) {
                             p = __expf(s[j][c] * scale - Lq);
                             ds = p * (dp[j][c] - Ds[qc]);
