@@ -233,13 +233,16 @@ CONTRACT: dict[str, dict[str, str]] = {
         "batch_norm_bwd": "(x[N, C, S], gamma, mean, rstd, g) -> (dx, dgamma[C], dbeta[C])",
     },
     "attention": {
-        "flash_attention_fwd": ("(q[b, n, d], k[b, m, d], v[b, m, e], mask[b, n, m] bool | None, scale, hard) -> "
-                                "(out[b, n, e], lse[b, n]): softmax(q k^T scale) v over key tiles (online softmax); "
-                                "blocked logits -> -1000.0, or with hard weights 0 (no allowed key: out 0, lse +inf)"),
-        "flash_attention_bwd": "(q, k, v, mask, out, lse, g, scale, hard) -> (dq, dk, dv); probabilities recomputed from lse",
-        "flash_attention_bwd_q": "(q, k, v, mask, out, lse, g, scale, hard) -> dq",
-        "flash_attention_bwd_k": "(q, k, v, mask, out, lse, g, scale, hard) -> dk",
-        "flash_attention_bwd_v": "(q, k, v, mask, out, lse, g, scale, hard) -> dv",
+        "flash_attention_fwd": ("(q[b, n, d], k[b, m, d], v[b, m, e], mask[b, n, m] bool | None, scale, hard, causal) "
+                                "-> (out[b, n, e], lse[b, n]): softmax(q k^T scale) v over key tiles (online "
+                                "softmax); blocked logits -> -1000.0, or with hard weights 0 (no allowed key: out 0, "
+                                "lse +inf); causal (hard only) also blocks keys j > query i, and skips the key tiles "
+                                "wholly above the diagonal"),
+        "flash_attention_bwd": ("(q, k, v, mask, out, lse, g, scale, hard, causal) -> (dq, dk, dv); probabilities "
+                                "recomputed from lse"),
+        "flash_attention_bwd_q": "(q, k, v, mask, out, lse, g, scale, hard, causal) -> dq",
+        "flash_attention_bwd_k": "(q, k, v, mask, out, lse, g, scale, hard, causal) -> dk",
+        "flash_attention_bwd_v": "(q, k, v, mask, out, lse, g, scale, hard, causal) -> dv",
     },
     "spectral": {
         "rfft1d_packed": "(x[batch, n]) -> [batch, n//2+1, 2]: unnormalized real DFT, [re, im] last",
@@ -262,6 +265,17 @@ CONTRACT: dict[str, dict[str, str]] = {
         "selective_scan_diag_bwd": "(a, b, x, h0, h, g) -> (da[S], db[S], dx, dh0); g[t] = dY[t] + a g[t+1]",
         "selective_scan_diag_var_fwd": "(a[..., L, S], b[..., L, S], x, h0[..., S]) -> h, h[t] = a[t] h[t-1] + b[t] x[t]",
         "selective_scan_diag_var_bwd": "(a, b, x, h0, h, g) -> (da, db, dx, dh0) of x's shape (dh0: h0's)",
+        # recurrences, time-major: gx (T, N, G*H) holds every step's input projection; mask None or a
+        # host bool (T, N) array (False: the state is held). One product and one fused cell per step.
+        "lstm_scan_fwd": ("(gx[T, N, 4H], w_hh[4H, H], h0[N, H], c0[N, H], mask) -> (states[2, T, N, H], "
+                          "acts[T, N, 4H]); states: every h, then every c; acts: the activated gates i, f, g, o, "
+                          "kept for the backward"),
+        "lstm_scan_bwd": "(w_hh, h0, c0, mask, states, acts, g[2, T, N, H]) -> (dgx, dw_hh, dh0, dc0)",
+        "gru_scan_fwd": ("(gx[T, N, 3H], w_hh[3H, H], b_hh[3H], h0[N, H], mask) -> (h[T, N, H], acts[T, N, 4H]); "
+                         "acts: r, z, n and a_n = (h w_hh^T + b_hh)_n"),
+        "gru_scan_bwd": "(w_hh, h0, mask, h, acts, g) -> (dgx, dw_hh, db_hh, dh0)",
+        "rnn_scan_fwd": "(gx[T, N, H], w_hh[H, H], h0[N, H], mask, relu) -> h[T, N, H]: tanh or relu(gx[t] + h w_hh^T)",
+        "rnn_scan_bwd": "(w_hh, h0, mask, h, g, relu) -> (dgx, dw_hh, dh0); relu'(0) = 0",
         # cumulative ops along one axis of an N-d x (ints too); float32 accumulates in double
         "cumsum": "(x, axis) -> running sums along axis, x's shape and dtype",
         "cumprod": "(x, axis) -> running products along axis, x's shape and dtype",

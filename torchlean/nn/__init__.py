@@ -40,3 +40,7 @@ from . import resample as _resample  # noqa: E402
 from .resample import *  # noqa: E402,F401,F403 - padding modules, adaptive pools, Upsample, PixelShuffle, ...
 
 __all__ += [n for n in _resample.__all__ if n not in __all__]
+from . import recurrent as _recurrent  # noqa: E402
+from .recurrent import *  # noqa: E402,F401,F403 - RNN, LSTM, GRU and their cells
+
+__all__ += [n for n in _recurrent.__all__ if n not in __all__]

@@ -130,6 +130,9 @@ KERNEL_TOL = {
     # dgamma/dbeta sum over every row, in different orders
     "layer_norm_bwd": _t(Tol(1e-3, 1e-3), None), "batch_norm_bwd": _t(Tol(1e-3, 1e-3), None),
     "selective_scan_diag_bwd": _t(Tol(1e-4, 1e-4), None),
+    # recurrences: a product and a cell per step, errors carried through time
+    **{k: _t(Tol(2e-4, 2e-4), Tol(1e-11, 1e-11)) for k in ("lstm_scan_fwd", "lstm_scan_bwd", "gru_scan_fwd",
+                                                           "gru_scan_bwd", "rnn_scan_fwd", "rnn_scan_bwd")},
     "flash_attention_bwd": _FA_BWD, "flash_attention_bwd_q": _FA_BWD, "flash_attention_bwd_k": _FA_BWD,
     "flash_attention_bwd_v": _FA_BWD,
     "spectral_conv1d_rfft_fwd": _SPECTRAL_CONV, "spectral_conv1d_rfft_bwd_x": _SPECTRAL_CONV,
@@ -405,6 +408,7 @@ DECLARED = {
     "mse_loss": "mse", "nll_loss": "nll",
     "conv_forward": "conv", "conv_transpose_forward": "conv_transpose",
     "flash_attention_fwd": "attention",
+    "lstm_scan_fwd": "recurrence", "gru_scan_fwd": "recurrence", "rnn_scan_fwd": "recurrence",
     "rfft1d_packed": "rfft", "irfft1d_packed": "irfft", "spectral_conv1d_rfft_fwd": "spectral_conv",
 }
 
@@ -1572,7 +1576,8 @@ def _norm(k: Kernel):
     return out
 
 
-_ATTENTION = [(1, 1, 1, 1, 1), (2, 5, 6, 8, 3), (3, 64, 64, 16, 16), (2, 65, 130, 32, 24), (1, 129, 300, 100, 128)]
+_ATTENTION = [(1, 1, 1, 1, 1), (2, 5, 6, 8, 3), (3, 64, 64, 16, 16), (2, 65, 130, 32, 24), (1, 129, 300, 100, 128),
+              (2, 150, 70, 32, 32)]
 
 
 @generator("attention")
@@ -1589,7 +1594,11 @@ def _attention(k: Kernel):
                                  (empty, True, "hard, rows with no key"), (empty, False, "soft, rows with no key"),
                                  (View(causal, lambda a, xp, s=(b, n, m): xp.broadcast_to(a, s), "causal"), True,
                                   "causal stride-0 mask")):
-            out.append(k.case({"q": q, "k": kk, "v": v, "mask": mask, "scale": scale, "hard": hard},
+            out.append(k.case({"q": q, "k": kk, "v": v, "mask": mask, "scale": scale, "hard": hard, "causal": False},
+                              f"b={b} n={n} m={m} d={d} e={e} {desc}"))
+        # the causal flag: key tiles above the diagonal skipped, alone and with a mask
+        for mask, desc in ((None, "causal flag"), (k.rng.random((b, n, m)) < 0.6, "causal flag and a mask")):
+            out.append(k.case({"q": q, "k": kk, "v": v, "mask": mask, "scale": scale, "hard": True, "causal": True},
                               f"b={b} n={n} m={m} d={d} e={e} {desc}"))
     return out
 
@@ -1636,6 +1645,33 @@ def _scan(k: Kernel):
             shape = (lead if dims[0] == "..." else ()) + tuple(env[t] for t in dims if t != "...")
             vals[a.name] = k.rand(shape, -0.99, 0.99) if a.name == "a" else k.rand(shape)
         out.append(k.case(vals, f"lead={lead} L={L} S={S}"))
+    return out
+
+
+# (T, N, H): one step of one unit; odd sizes; a long sequence; H over a warp's width
+_RECURRENCE = [(1, 1, 1), (5, 3, 4), (64, 4, 8), (9, 2, 33)]
+
+
+@generator("recurrence")
+def _recurrence(k: Kernel):
+    """``gx`` (T, N, G*H) with G read off ``w_hh``'s documented rows; ``mask`` None, then lengths
+    that leave held steps at the end of some sequences; ``relu`` both ways."""
+    G = int(re.match(r"(\d*)H", k.sig.args[1].dims[0]).group(1) or 1)
+    out = []
+    for T, N, H in _RECURRENCE:
+        lengths = (np.arange(N) * 7) % T + 1
+        for mask in (None, np.arange(T)[:, None] < lengths[None, :]):
+            vals = {"gx": k.rand((T, N, G * H), -2, 2), "w_hh": k.rand((G * H, H), -0.5, 0.5),
+                    "h0": k.rand((N, H), -1, 1), "mask": mask}
+            if "c0" in k.sig.names:
+                vals["c0"] = k.rand((N, H), -1, 1)
+            if "b_hh" in k.sig.names:
+                vals["b_hh"] = k.rand((G * H,), -1, 1)
+            for relu in ((False, True) if "relu" in k.sig.names else (None,)):
+                if relu is not None:
+                    vals = {**vals, "relu": relu}
+                desc = f"T={T} N={N} H={H}{' held steps' if mask is not None else ''}"
+                out.append(k.case(vals, desc + ("" if relu is None else f" relu={relu}")))
     return out
 
 

@@ -31,6 +31,39 @@ _scan_rule("selective_scan", "selective_scan_diag_fwd", "selective_scan_diag_bwd
 _scan_rule("selective_scan_var", "selective_scan_diag_var_fwd", "selective_scan_diag_var_bwd")
 
 
+# ---- recurrences ------------------------------------------------------------------------------
+# The forward kernels keep every step's activations; the backward runs the time loop back once.
+
+def _lstm_fwd(K, gx, w_hh, h0, c0, *, mask=None):
+    states, acts = K.lstm_scan_fwd(gx, w_hh, h0, c0, mask)
+    return states, (w_hh, h0, c0, mask, states, acts)
+
+
+defrule("lstm_scan", _lstm_fwd, lambda K, s, g, needs: pick(needs, *K.lstm_scan_bwd(*s, g)))
+
+
+def _gru_fwd(K, gx, w_hh, b_hh, h0, *, mask=None):
+    hs, acts = K.gru_scan_fwd(gx, w_hh, b_hh, h0, mask)
+    return hs, (w_hh, h0, mask, hs, acts)
+
+
+defrule("gru_scan", _gru_fwd, lambda K, s, g, needs: pick(needs, *K.gru_scan_bwd(*s, g)))
+
+
+def _rnn_fwd(K, gx, w_hh, h0, *, nonlinearity, mask=None):
+    relu = nonlinearity == "relu"
+    hs = K.rnn_scan_fwd(gx, w_hh, h0, mask, relu)
+    return hs, (w_hh, h0, mask, hs, relu)
+
+
+def _rnn_bwd(K, s, g, needs):
+    w_hh, h0, mask, hs, relu = s
+    return pick(needs, *K.rnn_scan_bwd(w_hh, h0, mask, hs, g, relu))
+
+
+defrule("rnn_scan", _rnn_fwd, _rnn_bwd)
+
+
 # ---- cumulative ops along one axis ------------------------------------------------------------
 
 def _flip_key(axis):

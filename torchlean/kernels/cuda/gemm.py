@@ -39,7 +39,7 @@ from cupy._core import _routines_linalg as _linalg
 
 from ...errors import DeviceError, ShapeError
 
-__all__ = ["matmul", "gemm", "capture_scope", "active", "in_capture_scope", "ROUTE_ALWAYS"]
+__all__ = ["matmul", "gemm", "gemm_ptr", "capture_scope", "active", "in_capture_scope", "ROUTE_ALWAYS"]
 
 #: Route every float32/float64 product through :func:`gemm`, not only captured ones. Off: on an
 #: H100 a direct call cost 4-7 us more host time than ``cupy.matmul`` (32 x 256 x 256, ctypes and
@@ -309,6 +309,21 @@ def gemm(a, b):
     if b_vec:
         return y.reshape(bshape + (m,))
     return y
+
+
+def gemm_ptr(dt, op_a: int, op_b: int, m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int,
+             ldc: int, accumulate: bool) -> None:
+    """Column-major ``C (m x n) = op(A) op(B)``, plus ``C`` when ``accumulate``, on raw device
+    pointers (ints) of ``dt`` (float32 / float64): a recurrence's per-step product, issued with no
+    array objects or layout checks (host time is the cost of a step there)."""
+    lib = _lib or _load()
+    h = _handle(lib)
+    math_mode = _TF32_MATH if dt is _F32 and _tf32() else _DEFAULT_MATH
+    if math_mode != h.math:
+        _check(lib.set_math_mode(h.ptr, math_mode), "cublasSetMathMode")
+        h.math = math_mode
+    _check(lib.gemm[dt](h.ptr, op_a, op_b, m, n, k, _ONE_P[dt], a, lda, b, ldb,
+                        (_ONE_P if accumulate else _ZERO_P)[dt], c, ldc), "gemm")
 
 
 def _workspace_bytes() -> int:

@@ -57,6 +57,173 @@ def selective_scan_diag_var_bwd(a, b, x, h0, h, g, *, xp=np):
     return _scan_bwd(a, b, x, h0, h, g, True, xp)
 
 
+# ---- recurrences (RNN, LSTM, GRU) -------------------------------------------------------------
+# One matrix product and one cell update per step, on preallocated buffers; every step's
+# activations are kept for the backward (products are not redone there). A held step (mask
+# False) keeps the state; going back, it passes the cotangents of h and c on unchanged.
+
+
+def _sigmoid_(x):
+    """In place: 0.5 (1 + tanh(x / 2)), which never overflows."""
+    x *= 0.5
+    np.tanh(x, out=x)
+    x += 1.0
+    x *= 0.5
+    return x
+
+
+def _keep(mask, t):
+    return None if mask is None else np.asarray(mask)[t][:, None]
+
+
+def lstm_scan_fwd(gx, w_hh, h0, c0, mask):
+    T, N, G = gx.shape
+    H = G // 4
+    acts = np.array(gx, copy=True)
+    states = np.empty((2, T, N, H), dtype=gx.dtype)
+    h, c = h0, c0
+    wt = w_hh.T
+    for t in range(T):
+        z = acts[t]
+        z += h @ wt
+        _sigmoid_(z[:, :2 * H])
+        np.tanh(z[:, 2 * H:3 * H], out=z[:, 2 * H:3 * H])
+        _sigmoid_(z[:, 3 * H:])
+        cn = z[:, H:2 * H] * c
+        cn += z[:, :H] * z[:, 2 * H:3 * H]
+        hn = np.tanh(cn)
+        hn *= z[:, 3 * H:]
+        k = _keep(mask, t)
+        if k is not None:
+            cn, hn = np.where(k, cn, c), np.where(k, hn, h)
+        states[0, t], states[1, t] = hn, cn
+        h, c = states[0, t], states[1, t]
+    return states, acts
+
+
+def lstm_scan_bwd(w_hh, h0, c0, mask, states, acts, g):
+    T, N, G = acts.shape
+    H = G // 4
+    dgx = np.empty_like(acts)
+    dh = np.zeros_like(h0)
+    dc = np.zeros_like(c0)
+    for t in range(T - 1, -1, -1):
+        dh += g[0, t]
+        dc += g[1, t]
+        z = acts[t]
+        i, f, gg, o = z[:, :H], z[:, H:2 * H], z[:, 2 * H:3 * H], z[:, 3 * H:]
+        tc = np.tanh(states[1, t])
+        dct = dc + dh * o * (1 - tc * tc)
+        d = dgx[t]
+        d[:, :H] = dct * gg * i * (1 - i)
+        d[:, H:2 * H] = dct * (states[1, t - 1] if t else c0) * f * (1 - f)
+        d[:, 2 * H:3 * H] = dct * i * (1 - gg * gg)
+        d[:, 3 * H:] = dh * tc * o * (1 - o)
+        k = _keep(mask, t)
+        if k is None:
+            dh, dc = d @ w_hh, dct * f
+        else:
+            d *= k
+            dh, dc = np.where(k, d @ w_hh, dh), np.where(k, dct * f, dc)
+    hprev = np.concatenate([h0[None], states[0, :-1]])
+    dw = dgx.reshape(-1, G).T @ hprev.reshape(-1, H)
+    return dgx, dw, dh, dc
+
+
+def gru_scan_fwd(gx, w_hh, b_hh, h0, mask):
+    T, N, G = gx.shape
+    H = G // 3
+    acts = np.empty((T, N, 4 * H), dtype=gx.dtype)
+    hs = np.empty((T, N, H), dtype=gx.dtype)
+    h = h0
+    wt = w_hh.T
+    for t in range(T):
+        a = h @ wt
+        a += b_hh
+        u = acts[t]
+        u[:, :2 * H] = gx[t, :, :2 * H] + a[:, :2 * H]
+        _sigmoid_(u[:, :2 * H])
+        r, z = u[:, :H], u[:, H:2 * H]
+        u[:, 3 * H:] = a[:, 2 * H:]
+        n = u[:, 2 * H:3 * H]
+        np.multiply(r, a[:, 2 * H:], out=n)
+        n += gx[t, :, 2 * H:]
+        np.tanh(n, out=n)
+        hn = n + z * (h - n)
+        k = _keep(mask, t)
+        hs[t] = hn if k is None else np.where(k, hn, h)
+        h = hs[t]
+    return hs, acts
+
+
+def gru_scan_bwd(w_hh, h0, mask, hs, acts, g):
+    T, N, H = hs.shape
+    dgx = np.empty((T, N, 3 * H), dtype=hs.dtype)
+    da = np.empty_like(dgx)
+    dh = np.zeros_like(h0)
+    for t in range(T - 1, -1, -1):
+        dh += g[t]
+        u = acts[t]
+        r, z, n, an = u[:, :H], u[:, H:2 * H], u[:, 2 * H:3 * H], u[:, 3 * H:]
+        h_prev = hs[t - 1] if t else h0
+        dn = dh * (1 - z) * (1 - n * n)
+        dr = dn * an * r * (1 - r)
+        dz = dh * (h_prev - n) * z * (1 - z)
+        dgx[t, :, :H], dgx[t, :, H:2 * H], dgx[t, :, 2 * H:] = dr, dz, dn
+        da[t, :, :2 * H] = dgx[t, :, :2 * H]
+        da[t, :, 2 * H:] = dn * r
+        k = _keep(mask, t)
+        if k is None:
+            dh = dh * z + da[t] @ w_hh
+        else:
+            dgx[t] *= k
+            da[t] *= k
+            dh = np.where(k, dh * z + da[t] @ w_hh, dh)
+    hprev = np.concatenate([h0[None], hs[:-1]])
+    dw = da.reshape(-1, 3 * H).T @ hprev.reshape(-1, H)
+    return dgx, dw, da.sum(axis=(0, 1)), dh
+
+
+def rnn_scan_fwd(gx, w_hh, h0, mask, relu):
+    T, N, H = gx.shape
+    hs = np.array(gx, copy=True)
+    h = h0
+    wt = w_hh.T
+    for t in range(T):
+        v = hs[t]
+        v += h @ wt
+        if relu:
+            np.maximum(v, 0, out=v)
+        else:
+            np.tanh(v, out=v)
+        k = _keep(mask, t)
+        if k is not None:
+            hs[t] = np.where(k, v, h)
+        h = hs[t]
+    return hs
+
+
+def rnn_scan_bwd(w_hh, h0, mask, hs, g, relu):
+    T, N, H = hs.shape
+    dgx = np.empty_like(hs)
+    dh = np.zeros_like(h0)
+    for t in range(T - 1, -1, -1):
+        dh += g[t]
+        d = dgx[t]
+        if relu:
+            np.multiply(dh, hs[t] > 0, out=d)
+        else:
+            np.multiply(dh, 1 - hs[t] * hs[t], out=d)
+        k = _keep(mask, t)
+        if k is None:
+            dh = d @ w_hh
+        else:
+            d *= k
+            dh = np.where(k, d @ w_hh, dh)
+    hprev = np.concatenate([h0[None], hs[:-1]])
+    return dgx, dgx.reshape(-1, H).T @ hprev.reshape(-1, H), dh
+
+
 # ---- cumulative ops along one axis ------------------------------------------------------------
 # Written over the array namespace ``xp`` (the CUDA module binds CuPy). float32 accumulates in
 # float64, as PyTorch's CPU kernels do.

@@ -52,3 +52,155 @@ __global__ void scan_bwd(const T* __restrict__ a, const T* __restrict__ b, const
         db[c] = T(sb);
     }
 }
+
+// ---- recurrences (RNN, LSTM, GRU) ---------------------------------------------------------------
+// One time step t of one layer, one thread per (sequence n, unit j); the step's product with
+// w_hh is a cuBLAS call before (forward) or after (backward) the cell. Time-major buffers: acts
+// (T, N, G*H), states (T, N, H) (the LSTM's (2, T, N, H): h then c). A held step (mask 0) keeps
+// the state and, going back, hands the cotangents of h and c on unchanged.
+
+__device__ __forceinline__ bool rec_real(const unsigned char* __restrict__ mask, i64 t, i64 N, i64 n) {
+    return mask == nullptr || mask[t * N + n] != 0;
+}
+
+// acts[t] holds gx[t] + h[t-1] w_hh^T; activated in place (i, f, g, o), then c and h.
+template <typename T>
+__global__ void lstm_cell_fwd(T* __restrict__ acts, T* __restrict__ states, const T* __restrict__ h0,
+                              const T* __restrict__ c0, const unsigned char* __restrict__ mask, i64 t, i64 Tn,
+                              i64 N, i64 H) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N * H) return;
+    const i64 n = c / H, j = c - n * H, NH = N * H;
+    T* z = acts + (t * N + n) * 4 * H;
+    const T i = tl_sigmoid(z[j]), f = tl_sigmoid(z[H + j]), g = tl_tanh(z[2 * H + j]), o = tl_sigmoid(z[3 * H + j]);
+    z[j] = i;
+    z[H + j] = f;
+    z[2 * H + j] = g;
+    z[3 * H + j] = o;
+    const T hp = t ? states[(t - 1) * NH + c] : h0[c];
+    const T cp = t ? states[(Tn + t - 1) * NH + c] : c0[c];
+    T cn = f * cp + i * g, hn = o * tl_tanh(cn);
+    if (!rec_real(mask, t, N, n)) {
+        cn = cp;
+        hn = hp;
+    }
+    states[t * NH + c] = hn;
+    states[(Tn + t) * NH + c] = cn;
+}
+
+// dh, dc (N, H) carry the cotangents from step t+1; dgx[t] gets the gates' pre-activation
+// cotangents; afterwards dc is dc[t-1] and dh its part not through w_hh (the caller adds dgx[t] w_hh).
+template <typename T>
+__global__ void lstm_cell_bwd(const T* __restrict__ acts, const T* __restrict__ states, const T* __restrict__ c0,
+                              const unsigned char* __restrict__ mask, const T* __restrict__ g, T* __restrict__ dgx,
+                              T* __restrict__ dh, T* __restrict__ dc, i64 t, i64 Tn, i64 N, i64 H) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N * H) return;
+    const i64 n = c / H, j = c - n * H, NH = N * H;
+    const T dhv = g[t * NH + c] + dh[c];
+    T dcv = g[(Tn + t) * NH + c] + dc[c];
+    T* dz = dgx + (t * N + n) * 4 * H;
+    if (!rec_real(mask, t, N, n)) {
+        dz[j] = dz[H + j] = dz[2 * H + j] = dz[3 * H + j] = T(0);
+        dh[c] = dhv;
+        dc[c] = dcv;
+        return;
+    }
+    const T* z = acts + (t * N + n) * 4 * H;
+    const T i = z[j], f = z[H + j], gg = z[2 * H + j], o = z[3 * H + j];
+    const T tc = tl_tanh(states[(Tn + t) * NH + c]);
+    const T cp = t ? states[(Tn + t - 1) * NH + c] : c0[c];
+    dcv += dhv * o * (T(1) - tc * tc);
+    dz[j] = dcv * gg * i * (T(1) - i);
+    dz[H + j] = dcv * cp * f * (T(1) - f);
+    dz[2 * H + j] = dcv * i * (T(1) - gg * gg);
+    dz[3 * H + j] = dhv * tc * o * (T(1) - o);
+    dc[c] = dcv * f;
+    dh[c] = T(0);
+}
+
+// a (N, 3H) = h[t-1] w_hh^T (without b_hh); acts[t] keeps r, z, n and a_n + b_hn.
+template <typename T>
+__global__ void gru_cell_fwd(const T* __restrict__ gx, const T* __restrict__ a, const T* __restrict__ b_hh,
+                             T* __restrict__ acts, T* __restrict__ hs, const T* __restrict__ h0,
+                             const unsigned char* __restrict__ mask, i64 t, i64 N, i64 H) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N * H) return;
+    const i64 n = c / H, j = c - n * H, NH = N * H;
+    const T* x = gx + (t * N + n) * 3 * H;
+    const T* ar = a + n * 3 * H;
+    const T r = tl_sigmoid(x[j] + ar[j] + b_hh[j]);
+    const T z = tl_sigmoid(x[H + j] + ar[H + j] + b_hh[H + j]);
+    const T an = ar[2 * H + j] + b_hh[2 * H + j];
+    const T nn = tl_tanh(x[2 * H + j] + r * an);
+    const T hp = t ? hs[(t - 1) * NH + c] : h0[c];
+    T* u = acts + (t * N + n) * 4 * H;
+    u[j] = r;
+    u[H + j] = z;
+    u[2 * H + j] = nn;
+    u[3 * H + j] = an;
+    hs[t * NH + c] = rec_real(mask, t, N, n) ? nn + z * (hp - nn) : hp;
+}
+
+// dgx[t] = (dr, dz, dn) at the pre-activations, da[t] = (dr, dz, dn r) at a = h w_hh^T + b_hh;
+// dh becomes its part not through w_hh (dh z), the caller adds da[t] w_hh.
+template <typename T>
+__global__ void gru_cell_bwd(const T* __restrict__ acts, const T* __restrict__ hs, const T* __restrict__ h0,
+                             const unsigned char* __restrict__ mask, const T* __restrict__ g, T* __restrict__ dgx,
+                             T* __restrict__ da, T* __restrict__ dh, i64 t, i64 N, i64 H) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N * H) return;
+    const i64 n = c / H, j = c - n * H, NH = N * H;
+    const T dhv = g[t * NH + c] + dh[c];
+    T* dx = dgx + (t * N + n) * 3 * H;
+    T* dA = da + (t * N + n) * 3 * H;
+    if (!rec_real(mask, t, N, n)) {
+        dx[j] = dx[H + j] = dx[2 * H + j] = T(0);
+        dA[j] = dA[H + j] = dA[2 * H + j] = T(0);
+        dh[c] = dhv;
+        return;
+    }
+    const T* u = acts + (t * N + n) * 4 * H;
+    const T r = u[j], z = u[H + j], nn = u[2 * H + j], an = u[3 * H + j];
+    const T hp = t ? hs[(t - 1) * NH + c] : h0[c];
+    const T dn = dhv * (T(1) - z) * (T(1) - nn * nn);
+    const T dr = dn * an * r * (T(1) - r);
+    const T dz = dhv * (hp - nn) * z * (T(1) - z);
+    dx[j] = dr;
+    dx[H + j] = dz;
+    dx[2 * H + j] = dn;
+    dA[j] = dr;
+    dA[H + j] = dz;
+    dA[2 * H + j] = dn * r;
+    dh[c] = dhv * z;
+}
+
+// hs[t] holds gx[t] + h[t-1] w_hh^T; replaced by tanh or relu of it (or the held state).
+template <typename T>
+__global__ void rnn_cell_fwd(T* __restrict__ hs, const T* __restrict__ h0, const unsigned char* __restrict__ mask,
+                             i64 t, i64 N, i64 H, i64 relu) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N * H) return;
+    const i64 n = c / H, NH = N * H;
+    const T v = hs[t * NH + c];
+    const T h = relu ? (v > T(0) ? v : T(0)) : tl_tanh(v);
+    hs[t * NH + c] = rec_real(mask, t, N, n) ? h : (t ? hs[(t - 1) * NH + c] : h0[c]);
+}
+
+template <typename T>
+__global__ void rnn_cell_bwd(const T* __restrict__ hs, const unsigned char* __restrict__ mask,
+                             const T* __restrict__ g, T* __restrict__ dgx, T* __restrict__ dh, i64 t, i64 N, i64 H,
+                             i64 relu) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N * H) return;
+    const i64 n = c / H, NH = N * H;
+    const T dhv = g[t * NH + c] + dh[c];
+    if (!rec_real(mask, t, N, n)) {
+        dgx[t * NH + c] = T(0);
+        dh[c] = dhv;
+        return;
+    }
+    const T h = hs[t * NH + c];
+    dgx[t * NH + c] = relu ? (h > T(0) ? dhv : T(0)) : dhv * (T(1) - h * h);
+    dh[c] = T(0);
+}
