@@ -106,10 +106,10 @@ def _floats(dtype, *xs):
 
 
 def _mask(mask):
-    """The (T, N) bool mask as device bytes, and its pointer (0: no held steps)."""
+    """The (T, N) bool mask (host or device) as device bytes, and its pointer (0: no held steps)."""
     if mask is None:
         return None, 0
-    m = cupy.asarray(np.ascontiguousarray(mask, dtype=np.uint8))
+    m = _contig(_dev(mask).astype(cupy.uint8))
     return m, m.data.ptr
 
 
