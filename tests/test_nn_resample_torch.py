@@ -360,8 +360,9 @@ def test_lp_pool(rng):
     b = np.abs(randn(rng, (2, 2, 5, 6, 4))) + 0.1
     both(lambda x: FR.lp_pool3d(x, 2.0, (2, 3, 2), 1), lambda x: TF.lp_pool3d(x, 2.0, (2, 3, 2), 1), b)
     both(NR.LPPool3d(3, 2), torch.nn.LPPool3d(3, 2), b)
-    with pytest.raises(DomainError):                        # ceil_mode needs avg_pool's ceil_mode
-        FR.lp_pool2d(tl.tensor(a), 2.0, 2, ceil_mode=True)
+    both(lambda x: FR.lp_pool2d(x, 2.0, 2, ceil_mode=True), lambda x: TF.lp_pool2d(x, 2.0, 2, ceil_mode=True), a)
+    both(lambda x: FR.lp_pool1d(x, 3.0, 2, ceil_mode=True), lambda x: TF.lp_pool1d(x, 3.0, 2, ceil_mode=True),
+         a[:, :, 0])
 
 
 def test_modules_load_torch_state_dict():

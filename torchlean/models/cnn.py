@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import nn
 from ..errors import ShapeError
-from ..nn.layers import BatchNorm2d, Conv2d, MaxPool2d
+from ..nn.layers import BatchNorm2d
+from ..nn.pooling import Conv2d, MaxPool2d
 
 
 class CNN(nn.Module):

@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import nn
 from ..errors import ShapeError
-from ..nn import functional_layers as FL
 from ..nn import init
 from ..nn.layers import LayerNorm
 
@@ -28,7 +27,7 @@ class CausalSelfAttention(nn.Module):
         b, t, e = x.shape
         h = self.n_head
         qkv = self.c_attn(x).reshape(b, t, 3, h, e // h).permute(2, 0, 3, 1, 4)   # (3, B, H, T, hd)
-        y = FL.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
+        y = nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
         return self.c_proj(y.transpose(1, 2).reshape(b, t, e))
 
 

@@ -9,7 +9,8 @@ import numpy as np
 from .. import nn
 from ..nn import functional_layers as FL
 from ..nn import init
-from ..nn.layers import Conv1d, LayerNorm
+from ..nn.layers import LayerNorm
+from ..nn.pooling import Conv1d
 from ..nn.parameter import Parameter
 from ..ops import rand
 from ..tensor import Tensor, no_grad

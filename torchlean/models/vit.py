@@ -5,7 +5,8 @@ from __future__ import annotations
 from .. import nn
 from ..errors import ShapeError
 from ..nn import init
-from ..nn.layers import Conv2d, LayerNorm, MultiheadAttention
+from ..nn.layers import LayerNorm
+from ..nn.pooling import Conv2d
 from ..nn.parameter import Parameter
 from ..ops import cat, zeros
 
@@ -16,7 +17,7 @@ class TransformerBlock(nn.Module):
     def __init__(self, dim: int, num_heads: int, mlp_ratio: int = 4):
         super().__init__()
         self.norm1 = LayerNorm(dim)
-        self.attn = MultiheadAttention(dim, num_heads, batch_first=True)
+        self.attn = nn.MultiheadAttention(dim, num_heads, batch_first=True)
         self.norm2 = LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 

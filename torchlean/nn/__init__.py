@@ -19,7 +19,7 @@ F = functional
 __all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
            "ModuleDict", "IncompatibleKeys", "ParameterList", "ParameterDict", "RemovableHandle"] + _modules.__all__
 
-from .layers import *  # noqa: E402,F401,F403 - Conv*, pools, LayerNorm, BatchNorm*, MultiheadAttention, ...
+from .layers import *  # noqa: E402,F401,F403 - LayerNorm, BatchNorm*, SpectralConv1d, SelectiveScan
 from . import layers as _layers  # noqa: E402
 
 __all__ += _layers.__all__
@@ -44,3 +44,15 @@ from . import recurrent as _recurrent  # noqa: E402
 from .recurrent import *  # noqa: E402,F401,F403 - RNN, LSTM, GRU and their cells
 
 __all__ += [n for n in _recurrent.__all__ if n not in __all__]
+from . import pooling as _pooling  # noqa: E402
+from .pooling import *  # noqa: E402,F401,F403 - Conv*, ConvTranspose*, MaxPool*, MaxUnpool*, AvgPool*, ...
+
+__all__ += [n for n in _pooling.__all__ if n not in __all__]
+from . import transformer as _transformer  # noqa: E402
+from .transformer import *  # noqa: E402,F401,F403 - MultiheadAttention, Transformer*, ...
+
+__all__ += [n for n in _transformer.__all__ if n not in __all__]
+from . import sparse as _sparse  # noqa: E402
+from .sparse import *  # noqa: E402,F401,F403 - Embedding, EmbeddingBag
+
+__all__ += [n for n in _sparse.__all__ if n not in __all__]

@@ -21,7 +21,7 @@ from ..autograd import record
 from ..ops import arange, where
 from ..tensor import Tensor, next_rng_key
 
-__all__ = ["linear", "dropout", "embedding", "one_hot"]
+__all__ = ["linear", "dropout", "one_hot"]
 
 
 def _tensor(x, op, what="input"):
@@ -77,26 +77,6 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
 # ---- losses ---------------------------------------------------------------------------------
 
 
-# ---- embedding ------------------------------------------------------------------------------
-
-def embedding(input, weight, padding_idx=None):  # noqa: A002
-    """Rows of ``weight`` (num, dim) picked by the integer ``input`` (any shape).
-
-    Rows at ``padding_idx`` are returned but receive no gradient, as in PyTorch.
-    """
-    idx = _host_ints(input, "embedding", "input")
-    out = record("embedding", (weight,), {"indices": idx})
-    if padding_idx is None:
-        return out
-    num = weight.shape[0]
-    pad = int(padding_idx) + num if padding_idx < 0 else int(padding_idx)
-    keep = idx != pad
-    if keep.all():
-        return out
-    frozen = record("embedding", (weight.detach(),), {"indices": idx})
-    return where(Tensor(keep[..., None]), out, frozen)
-
-
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot rows (a last axis of ``num_classes``; -1: the largest class + 1), as a comparison
     against the class indices, so it runs on the tensor's device."""
@@ -135,3 +115,15 @@ from . import functional_resample as _fres  # noqa: E402
 from .functional_resample import *  # noqa: E402,F401,F403 - pad, adaptive pools, interpolate, fold/unfold, ...
 
 __all__ += [n for n in _fres.__all__ if n not in __all__]
+from . import functional_pooling as _fpool  # noqa: E402
+from .functional_pooling import *  # noqa: E402,F401,F403 - max/avg pools with every option, unpool, grid_sample, ...
+
+__all__ += [n for n in _fpool.__all__ if n not in __all__]
+from . import functional_attention as _fattn  # noqa: E402
+from .functional_attention import *  # noqa: E402,F401,F403 - scaled_dot_product_attention, multi_head_attention_forward
+
+__all__ += [n for n in _fattn.__all__ if n not in __all__]
+from . import functional_sparse as _fsparse  # noqa: E402
+from .functional_sparse import *  # noqa: E402,F401,F403 - embedding, embedding_bag
+
+__all__ += [n for n in _fsparse.__all__ if n not in __all__]

@@ -26,9 +26,7 @@ from ..ops import ones, zeros
 from ..tensor import Tensor, no_grad
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
-           "conv_transpose3d", "conv_transpose_nd", "max_pool1d", "max_pool2d", "max_pool3d",
-           "avg_pool1d", "avg_pool2d", "avg_pool3d", "smooth_max_pool",
-           "scaled_dot_product_attention", "multi_head_attention", "spectral_conv1d",
+           "conv_transpose3d", "conv_transpose_nd", "smooth_max_pool", "multi_head_attention", "spectral_conv1d",
            "selective_scan", "rfft", "irfft"]
 
 
@@ -207,84 +205,6 @@ def _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode):  # noqa
     k = _tup(kernel_size, d)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else _tup(stride, d)
     return {"kernel_size": k, "stride": s, "padding": _tup(padding, d)}
-
-
-def _max_pool(op, d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):  # noqa: A002
-    if return_indices:
-        raise DomainError(f"{op}: return_indices=True is not supported")
-    attrs = _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode)
-    attrs["dilation"] = _tup(dilation, d)
-    return record("max_pool", (input,), attrs)
-
-
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
-    """Max over windows of ``(N, C, L)`` or ``(C, L)``; ``stride`` defaults to ``kernel_size``.
-
-    Padded cells never win; the gradient goes to the first winner of each window.
-
-        >>> import torchlean as tl
-        >>> max_pool1d(tl.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
-        [[[3.0, 2.0]]]
-    """
-    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
-    """Max over windows of ``(N, C, H, W)`` or ``(C, H, W)``; ``stride`` defaults to ``kernel_size``."""
-    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
-    """Max over windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
-    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-def _avg_pool(op, d, input, kernel_size, stride, padding, ceil_mode, count_include_pad,  # noqa: A002
-              divisor_override):
-    attrs = _pool_common(op, d, input, kernel_size, stride, padding, ceil_mode)
-    y = record("avg_pool", (input,), attrs)
-    k = attrs["kernel_size"]
-    if divisor_override is not None:
-        if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, bool) \
-                or divisor_override <= 0:
-            raise DomainError(f"{op}: divisor_override must be a positive int, got {divisor_override!r}")
-        return y * (math.prod(k) / float(divisor_override))
-    if count_include_pad or not any(attrs["padding"]):
-        return y
-    # The average over real cells only: divide by the fraction of each window that is real,
-    # which is the same pooling applied to ones (one channel, broadcast over N and C).
-    with no_grad():
-        frac = record("avg_pool", (_const(input, 1, (1,) + input.shape[input.ndim - d:]),), attrs)
-    return y / frac
-
-
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
-               divisor_override=None):
-    """Mean over windows of ``(N, C, L)`` or ``(C, L)``; padding counts as zeros by default.
-
-        >>> import torchlean as tl
-        >>> avg_pool1d(tl.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
-        [[[2.0, 1.0]]]
-    """
-    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
-               divisor_override=None):
-    """Mean over windows of ``(N, C, H, W)`` or ``(C, H, W)``."""
-    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override)
-
-
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
-               divisor_override=None):
-    """Mean over windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
-    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override)
 
 
 def smooth_max_pool(x, kernel_size, beta, stride=None, padding=0):
@@ -486,34 +406,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if running_mean is None or running_var is None:
         raise DomainError(f"{op}: running_mean and running_var are required when training=False")
     return record("batch_norm_eval", (input, gamma, beta, running_mean, running_var), {"eps": float(eps)})
-
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None):
-    """PyTorch's ``scaled_dot_product_attention``: ``softmax(q k^T * scale + mask) v``.
-
-    ``query`` ``(..., L, E)``, ``key`` ``(..., S, E)``, ``value`` ``(..., S, Ev)``; the
-    leading axes broadcast and are folded into the batch axis of the fused
-    ``flash_attention`` op. ``scale`` defaults to ``1/sqrt(E)``.
-
-    * a boolean ``attn_mask`` (broadcasting to ``(..., L, S)``) marks with True the
-      keys a query may attend to; masking is exact (blocked weights are 0, a row
-      with no allowed key outputs 0);
-    * ``is_causal=True`` is the lower-triangular boolean mask ``tril(ones(L, S))``;
-    * a float ``attn_mask`` is *added* to the logits. It takes the unfused path
-      (matmul, add, softmax, matmul), so it may carry a gradient.
-
-    ``dropout_p`` must be 0: attention dropout is not supported.
-
-        >>> import torchlean as tl
-        >>> q = tl.ones(2, 3, 4)
-        >>> scaled_dot_product_attention(q, q, tl.ones(2, 3, 5), is_causal=True).shape
-        torchlean.Size([2, 3, 5])
-    """
-    if dropout_p != 0:
-        raise DomainError(f"scaled_dot_product_attention: dropout_p={dropout_p!r} is not supported "
-                          "(attention dropout); use dropout_p=0.0")
-    return _sdpa(query, key, value, attn_mask, is_causal, scale)[0]
 
 
 def multi_head_attention(x, wq, wk, wv, wo, num_heads, mask=None, use_flash=True):

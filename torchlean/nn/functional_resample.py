@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..ops import cat, full, index_select, tensor, where
 from ..tensor import Tensor
-from .functional_layers import avg_pool1d, avg_pool2d, avg_pool3d
+from .functional_pooling import avg_pool1d, avg_pool2d, avg_pool3d
 
 __all__ = ["pad", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",

@@ -11,11 +11,16 @@ so a PyTorch ``state_dict`` (its tensors' ``.numpy()`` arrays) loads as is.
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import operator
+import warnings
 from collections import OrderedDict, namedtuple
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from ..errors import TorchLeanError
+from ..errors import DomainError, DTypeError, IndexRangeError, TorchLeanError
 from ..kernels import get_kernels
 from ..autograd import Function
 from ..tensor import Tensor, as_dtype, device_name, no_grad
@@ -167,13 +172,36 @@ def _convert_value(v, device, dtype):
     return t._value
 
 
+_EXTRA_STATE_KEY = "_extra_state"
+#: The writes of the load_state_dict in progress, applied only once every entry has been validated.
+_LOAD_PENDING = contextvars.ContextVar("torchlean_load_pending", default=None)
+
+
+def _write_state(module, name, t, a, assign, original):
+    """Write one validated state-dict entry: copy into ``t`` in place, or (``assign``) replace it by
+    the checkpoint's tensor, a Parameter keeping ``t``'s requires_grad."""
+    if not assign:
+        t._value[...] = get_kernels(t.device).from_host(np.ascontiguousarray(a, dtype=t.dtype), t.dtype)
+        return
+    new = original if isinstance(original, Tensor) else Tensor(np.ascontiguousarray(a))
+    if isinstance(t, Parameter):
+        new = Parameter(new, requires_grad=t.requires_grad)
+        module._parameters[name] = new
+    else:
+        module._buffers[name] = new
+
+
 class Module:
     """Base class of every layer and model (PyTorch's ``nn.Module``).
 
     Assigning a :class:`Parameter` or a :class:`Module` to an attribute registers it;
     :meth:`register_buffer` registers non-trainable state (running statistics).
-    Subclasses call ``super().__init__()`` first and define :meth:`forward`.
+    Subclasses call ``super().__init__()`` first and define :meth:`forward`. ``_version`` is
+    recorded in :meth:`state_dict`'s metadata so that :meth:`_load_from_state_dict` can convert
+    checkpoints saved by older versions of a layer.
     """
+
+    _version = 1
 
     def __init__(self):
         object.__setattr__(self, "training", True)
@@ -347,33 +375,172 @@ class Module:
             yield b
 
     # -- state -----------------------------------------------------------------------------------
-    def _state_items(self):
-        """``(key, tensor)`` for every parameter and persistent buffer, in PyTorch's order."""
-        for mod_prefix, mod in self.named_modules(remove_duplicate=False):
-            pre = f"{mod_prefix}." if mod_prefix else ""
-            for name, p in mod._parameters.items():
-                if p is not None:
-                    yield pre + name, p
-            for name, b in mod._buffers.items():
-                if b is not None and name not in mod._non_persistent:
-                    yield pre + name, b
+    def _state_hook_table(self, kind):
+        d = self.__dict__
+        if "_state_hooks" not in d:
+            object.__setattr__(self, "_state_hooks", {})
+        return d["_state_hooks"].setdefault(kind, OrderedDict())
 
-    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
+    def _state_hooks_of(self, kind):
+        return list(self.__dict__.get("_state_hooks", {}).get(kind, {}).values())
+
+    def _add_state_hook(self, kind, hook, public):
+        table = self._state_hook_table(kind)
+        handle = RemovableHandle(table)
+        table[handle.id] = (hook, public)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` before this module's entries are saved."""
+        return self._add_state_hook("state_pre", hook, True)
+
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` after this module's entries (and its
+        children's) are saved; it edits ``state_dict`` in place and returns None."""
+        return self._add_state_hook("state_post", hook, True)
+
+    def _register_state_dict_hook(self, hook):
+        """The older post hook: like :meth:`register_state_dict_post_hook`, but a returned mapping
+        replaces the state dict when this module is the root of the call."""
+        return self._add_state_hook("state_post", hook, False)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)`` before this module loads its entries (it may rename or add keys in place)."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        return self._add_state_hook("load_pre", hook, with_module)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` after this module and its children loaded; editing the
+        key lists in place changes what ``strict=True`` reports."""
+        return self._add_state_hook("load_post", hook, True)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        """This module's own parameters and persistent buffers (not its children's) into ``destination``."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else Tensor(p._value)
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                destination[prefix + name] = b if keep_vars else Tensor(b._value)
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE_KEY] = self.get_extra_state()
+
+    def get_extra_state(self):
+        """Extra (non-tensor) state saved under ``_extra_state`` when a subclass overrides this and
+        :meth:`set_extra_state` (torch's protocol)."""
+        raise TorchLeanError(f"{type(self).__name__}: get_extra_state is not implemented; override it and "
+                             "set_extra_state to save extra state")
+
+    def set_extra_state(self, state) -> None:
+        """Restore what :meth:`get_extra_state` returned (called by :meth:`load_state_dict`)."""
+        raise TorchLeanError(f"{type(self).__name__}: set_extra_state is not implemented; override it and "
+                             "get_extra_state to load extra state")
+
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
         """An ordered ``{dotted name: Tensor}`` of parameters and persistent buffers.
 
         The tensors are detached and share the module's buffers (as in PyTorch);
-        ``keep_vars=True`` returns the parameters themselves.
+        ``keep_vars=True`` returns the parameters themselves. A new dict carries torch's
+        ``_metadata`` (``{module path: {"version": cls._version}}``), which
+        :meth:`load_state_dict` hands to each module's :meth:`_load_from_state_dict`.
         """
-        out = OrderedDict() if destination is None else destination
-        for key, t in self._state_items():
-            out[prefix + key] = t if keep_vars else Tensor(t._value)
-        return out
+        if args:
+            warnings.warn("Positional args are being deprecated, use kwargs instead.", FutureWarning,
+                          stacklevel=2)
+            destination = args[0] if destination is None else destination
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook, _ in self._state_hooks_of("state_pre"):
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook, public in self._state_hooks_of("state_post"):
+            r = hook(self, destination, prefix, local_metadata)
+            if public and r is not None:
+                raise TorchLeanError("state_dict post-hook must return None (edit the state dict in place)")
+            if not public and r is not None:
+                destination = r
+        return destination
 
-    def load_state_dict(self, state_dict, strict: bool = True):
-        """Copy values into the parameters and buffers, in place.
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """Load this module's own entries from ``state_dict`` (keys ``prefix + name``): torch's hook point.
+
+        Subclasses override it to convert older checkpoints (``local_metadata["version"]``) and call
+        ``super()``. Problems are appended to the lists; inside :meth:`load_state_dict` the values are
+        written only when the whole load succeeds.
+        """
+        for hook, with_module in self._state_hooks_of("load_pre"):
+            args = (state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+            hook(self, *args) if with_module else hook(*args)
+        local_state = {k: v for k, v in self._parameters.items() if v is not None}
+        local_state.update((k, v) for k, v in self._buffers.items()
+                           if v is not None and k not in self._non_persistent)
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        pending = _LOAD_PENDING.get()
+        for name, t in local_state.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            try:
+                a = _host_array(state_dict[key], key)
+            except TorchLeanError as e:
+                error_msgs.append(f'While copying the parameter named "{key}": {e}')
+                continue
+            if t.ndim == 0 and a.ndim == 1 and a.shape[0] == 1:
+                a = a[0]
+            if tuple(a.shape) != t.shape:
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(a.shape)} from "
+                                  f"checkpoint, the shape in current model is {t.shape}.")
+                continue
+            write = functools.partial(_write_state, self, name, t, a, assign, state_dict[key])
+            if pending is None:
+                write()
+            else:
+                pending.append(write)
+        extra_key = prefix + _EXTRA_STATE_KEY
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                write = functools.partial(self.set_extra_state, state_dict[extra_key])
+                if pending is None:
+                    write()
+                else:
+                    pending.append(write)
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:
+            for key in state_dict.keys():
+                if key.startswith(prefix) and key != extra_key:
+                    first = key[len(prefix):].split(".", 1)[0]
+                    if first not in self._modules and first not in local_state:
+                        unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copy values into the parameters and buffers, in place (torch's traversal and hooks).
 
         Values may be Tensors, NumPy arrays or PyTorch tensors (or their ``.numpy()``
-        arrays); they are cast to each parameter's dtype and moved to its device.
+        arrays); they are cast to each parameter's dtype and moved to its device
+        (``assign=True`` keeps the checkpoint's tensors instead, as torch).
         Every entry is validated before anything is written: a shape mismatch, or
         with ``strict=True`` a missing or unexpected key, raises
         :class:`~torchlean.TorchLeanError` listing all of them and leaves the module
@@ -381,29 +548,44 @@ class Module:
         """
         if not hasattr(state_dict, "keys"):
             raise TorchLeanError(f"load_state_dict: expected a mapping, got {type(state_dict).__name__}")
-        own = OrderedDict(self._state_items())
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        arrays, mismatched = {}, []
-        for k, t in own.items():
-            if k not in state_dict:
-                continue
-            a = _host_array(state_dict[k], k)
-            if tuple(a.shape) != t.shape:
-                mismatched.append(f"{k}: checkpoint shape {tuple(a.shape)}, model shape {t.shape}")
-            arrays[k] = a
-        problems = []
-        if mismatched:
-            problems.append("size mismatch for " + "; ".join(mismatched))
-        if strict and missing:
-            problems.append("missing keys: " + ", ".join(repr(k) for k in missing))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(repr(k) for k in unexpected))
-        if problems:
-            raise TorchLeanError(f"load_state_dict for {type(self).__name__}: " + " | ".join(problems))
-        for k, a in arrays.items():
-            t = own[k]
-            t._value[...] = get_kernels(t.device).from_host(np.ascontiguousarray(a, dtype=t.dtype), t.dtype)
+        missing, unexpected, error_msgs = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        if metadata is not None:
+            state_dict._metadata = metadata
+
+        def load(module, local_sd, prefix=""):
+            local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_sd, prefix, local_metadata, True, missing, unexpected, error_msgs)
+            for name, child in module._modules.items():
+                if child is not None:
+                    cp = prefix + name + "."
+                    load(child, {k: v for k, v in local_sd.items() if k.startswith(cp)}, cp)
+            keys = IncompatibleKeys(missing, unexpected)
+            for hook, _ in module._state_hooks_of("load_post"):
+                if hook(module, keys) is not None:
+                    raise TorchLeanError("load_state_dict post-hooks must return None (edit incompatible_keys "
+                                         "in place)")
+
+        pending = []
+        token = _LOAD_PENDING.set(pending)
+        try:
+            load(self, state_dict)
+        finally:
+            _LOAD_PENDING.reset(token)
+        if strict:
+            if unexpected:
+                error_msgs.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
+                                  + ". ")
+            if missing:
+                error_msgs.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if error_msgs:
+            raise TorchLeanError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                                 + "\n\t".join(error_msgs))
+        for write in pending:
+            write()
         return IncompatibleKeys(missing, unexpected)
 
     # -- modes and placement ---------------------------------------------------------------------
@@ -555,15 +737,15 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = []
-        for name, m in self._modules.items():
-            body = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
         extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        lines = extra_lines + child_lines
         if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}(" + (extra if extra else "")
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+            return f"{type(self).__name__}()"
+        if len(extra_lines) == 1 and not child_lines:
+            return f"{type(self).__name__}({extra_lines[0]})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
@@ -572,7 +754,13 @@ class Module:
 # ---- containers -----------------------------------------------------------------------------
 
 class Sequential(Module):
-    """Modules applied in order; children are named ``"0"``, ``"1"``, ... (or by an OrderedDict)."""
+    """Modules applied in order; children are named ``"0"``, ``"1"``, ... (or by an OrderedDict).
+
+        >>> import torchlean as tl
+        >>> seq = tl.nn.Sequential(tl.nn.Linear(2, 3), tl.nn.ReLU())
+        >>> len(seq * 2), type(seq[:1]).__name__
+        (4, 'Sequential')
+    """
 
     def __init__(self, *modules):
         super().__init__()
@@ -583,104 +771,139 @@ class Sequential(Module):
             for i, m in enumerate(modules):
                 self.add_module(str(i), m)
 
-    def _index(self, idx):
+    def _key(self, idx):
         n = len(self._modules)
-        i = int(idx)
+        i = operator.index(idx)
         if not -n <= i < n:
-            raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
-        return i % n
+            raise IndexRangeError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
+        return list(self._modules)[i % n]
+
+    def _renumber(self):
+        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[self._index(idx)]
+        return self._modules[self._key(idx)]
 
     def __setitem__(self, idx, module):
-        key = list(self._modules)[self._index(idx)]
-        self.add_module(key, module)
+        setattr(self, self._key(idx), module)
 
     def __delitem__(self, idx):
-        keys = list(self._modules)
-        for k in (keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]):
+        keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]
+        for k in keys:
             del self._modules[k]
-        # torch renumbers what is left, so the names stay "0", "1", ...
-        rest = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(rest):
-            self._modules[str(i)] = m
+        self._renumber()
 
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules.values())
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
 
     def append(self, module) -> "Sequential":
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules) -> "Sequential":
-        for m in modules:
+    def extend(self, sequential) -> "Sequential":
+        for m in sequential:
             self.append(m)
         return self
 
     def insert(self, index: int, module) -> "Sequential":
-        mods = list(self._modules.values())
-        n = len(mods)
+        if not isinstance(module, Module):
+            raise DTypeError(f"Sequential.insert: module should be a Module, got {type(module).__name__}")
+        n = len(self._modules)
         if not -n <= index <= n:
-            raise IndexError(f"index {index} is out of range for Sequential of length {n}")
-        mods.insert(index % (n + 1) if index < 0 else index, module)
+            raise IndexRangeError(f"Sequential.insert: index {index} is out of range for length {n}")
+        mods = list(self._modules.values())
+        mods.insert(index + n if index < 0 else index, module)
         self._modules.clear()
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
         return self
 
-    def pop(self, index=-1):
-        m = self[index]
-        del self[index]
+    def pop(self, key):
+        m = self[key]
+        del self[key]
         return m
 
     def __add__(self, other) -> "Sequential":
+        if not isinstance(other, Sequential):
+            raise DomainError(f"Sequential +: supports only Sequential operands, got {type(other).__name__}")
         return Sequential(*self, *other)
 
     def __iadd__(self, other) -> "Sequential":
-        return self.extend(other)
+        if not isinstance(other, Sequential):
+            raise DomainError(f"Sequential +=: supports only Sequential operands, got {type(other).__name__}")
+        return self.extend(list(other))
 
-    def forward(self, x):
+    def _repeat_check(self, other, op):
+        if not isinstance(other, int) or isinstance(other, bool):
+            raise DTypeError(f"Sequential {op}: unsupported operand type {type(other).__name__} (an int is expected)")
+        if other <= 0:
+            raise DomainError(f"Sequential {op}: non-positive multiplication factor {other}")
+
+    def __mul__(self, other) -> "Sequential":
+        """``seq * n``: the same modules (shared, not copied) repeated ``n`` times, as torch."""
+        self._repeat_check(other, "*")
+        return Sequential(*(list(self) * other))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other) -> "Sequential":
+        self._repeat_check(other, "*=")
+        mods = list(self)
+        for _ in range(other - 1):
+            self.extend(mods)
+        return self
+
+    def forward(self, input):  # noqa: A002
         for m in self._modules.values():
-            x = m(x)
-        return x
+            input = m(input)
+        return input
 
 
 class ModuleList(Module):
-    """A list of modules whose parameters are registered (names ``"0"``, ``"1"``, ...)."""
+    """A list of modules whose parameters are registered (names ``"0"``, ``"1"``, ...).
+
+        >>> import torchlean as tl
+        >>> ml = tl.nn.ModuleList([tl.nn.ReLU(), tl.nn.Tanh()])
+        >>> ml.append(tl.nn.ReLU())[-1]
+        ReLU()
+    """
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
-            self.extend(modules)
+            self += modules
 
-    def _index(self, idx):
+    def _key(self, idx):
         n = len(self._modules)
-        i = int(idx)
+        i = operator.index(idx)
         if not -n <= i < n:
-            raise IndexError(f"index {idx} is out of range for ModuleList of length {n}")
-        return i % n
+            raise IndexRangeError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
+        return str(i % n)
+
+    def _renumber(self):
+        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
-            return ModuleList(list(self._modules.values())[idx])
-        return self._modules[str(self._index(idx))]
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[self._key(idx)]
 
     def __setitem__(self, idx, module):
-        self.add_module(str(self._index(idx)), module)
+        setattr(self, self._key(idx), module)
 
     def __delitem__(self, idx):
-        mods = list(self._modules.values())
-        del mods[idx]
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self._modules[str(i)] = m
+        keys = [str(k) for k in range(len(self._modules))[idx]] if isinstance(idx, slice) else [self._key(idx)]
+        for k in keys:
+            del self._modules[k]
+        self._renumber()
 
     def __len__(self):
         return len(self._modules)
@@ -688,31 +911,73 @@ class ModuleList(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
     def __iadd__(self, modules):
         return self.extend(modules)
+
+    def __add__(self, other) -> "ModuleList":
+        combined = ModuleList()
+        for i, m in enumerate(list(self) + list(other)):
+            combined.add_module(str(i), m)
+        return combined
 
     def append(self, module) -> "ModuleList":
         self.add_module(str(len(self)), module)
         return self
 
     def extend(self, modules) -> "ModuleList":
-        for m in modules:
+        if not isinstance(modules, Iterable):
+            raise DTypeError(f"ModuleList.extend should be called with an iterable, but got "
+                             f"{type(modules).__name__}")
+        for m in list(modules):
             self.append(m)
         return self
 
     def insert(self, index: int, module) -> None:
+        """Insert before ``index`` (Python's list rule, negative indices included)."""
         mods = list(self._modules.values())
         mods.insert(index, module)
         self._modules.clear()
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
 
+    def pop(self, key):
+        m = self[key]
+        del self[key]
+        return m
+
+    def __repr__(self):
+        """torch's: runs of modules with equal reprs print once, as ``(i-j): n x Module(...)``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return f"{type(self).__name__}()"
+        runs = []
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = []
+        for a, b, r in runs:
+            s = f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}"
+            lines.append(s.replace("\n", "\n  "))
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
     def forward(self, *args, **kwargs):
         raise TorchLeanError("ModuleList is not callable; iterate over it in your forward()")
 
 
 class ModuleDict(Module):
-    """A dict of modules whose parameters are registered under their keys."""
+    """A dict of modules whose parameters are registered under their keys (insertion order kept).
+
+        >>> import torchlean as tl
+        >>> md = tl.nn.ModuleDict({"act": tl.nn.ReLU()})
+        >>> md.update([("out", tl.nn.Linear(2, 1))])
+        >>> list(md.keys()), "out" in md
+        (['act', 'out'], True)
+    """
 
     def __init__(self, modules=None):
         super().__init__()
@@ -747,15 +1012,30 @@ class ModuleDict(Module):
         return self._modules.items()
 
     def pop(self, key):
-        return self._modules.pop(key)
+        v = self[key]
+        del self[key]
+        return v
 
     def clear(self):
         self._modules.clear()
 
     def update(self, modules) -> None:
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self.add_module(k, m)
+        """Add or overwrite entries from a mapping or an iterable of ``(key, module)`` pairs."""
+        if not isinstance(modules, Iterable):
+            raise DTypeError(f"ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                             f"{type(modules).__name__}")
+        if isinstance(modules, (Mapping, ModuleDict)):
+            for k, m in modules.items():
+                self[k] = m
+            return
+        for j, pair in enumerate(modules):
+            if not isinstance(pair, Iterable):
+                raise DTypeError(f"ModuleDict update sequence element #{j} should be Iterable; is "
+                                 f"{type(pair).__name__}")
+            pair = list(pair)
+            if len(pair) != 2:
+                raise DomainError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
+            self[pair[0]] = pair[1]
 
     def forward(self, *args, **kwargs):
         raise TorchLeanError("ModuleDict is not callable; index it in your forward()")

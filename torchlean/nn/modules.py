@@ -23,7 +23,7 @@ from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-           "Embedding", "Bilinear"]
+           "Bilinear"]
 
 
 def _empty_param(shape, device, dtype):
@@ -104,21 +104,6 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-def _channel_dropout(op, x, p, training, spatial):
-    """Whole channels zeroed with probability ``p``, the rest scaled by 1/(1-p) (torch's dropout1d/2d/3d:
-    a (N, C) mask, or (C,) without a batch axis, over the ``spatial`` trailing axes)."""
-    if not 0.0 <= p <= 1.0:
-        raise DomainError(f"{op}: p must lie in [0, 1], got {p!r}")
-    if x.ndim not in (spatial + 1, spatial + 2):
-        raise DomainError(f"{op}: expects a {spatial + 1}-D or {spatial + 2}-D input, got {x.ndim}-D")
-    if not training or p == 0:
-        return x
-    lead = tuple(x.shape[:x.ndim - spatial])
-    keep = (rand(*lead, dtype=x.dtype, device=x.device) >= p).to(dtype=x.dtype)
-    mask = keep.reshape(lead + (1,) * spatial) * (1.0 / (1.0 - p) if p < 1 else 0.0)
-    return x * mask
-
-
 class _ChannelDropout(Module):
     spatial = 1
 
@@ -129,7 +114,7 @@ class _ChannelDropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, x):
-        return _channel_dropout(type(self).__name__, x, self.p, self.training, self.spatial)
+        return getattr(F, f"dropout{self.spatial}d")(x, self.p, self.training)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
@@ -141,7 +126,7 @@ class Dropout1d(_ChannelDropout):
 
 
 class Dropout2d(_ChannelDropout):
-    """Zero whole channels of (N, C, H, W) or (C, H, W) inputs."""
+    """Zero whole channels of (N, C, H, W) inputs; a 3-D input is (N, C, L), with torch's warning."""
     spatial = 2
 
 
@@ -191,50 +176,6 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}"
-
-
-class Embedding(Module):
-    """A lookup table ``weight`` (num_embeddings, embedding_dim), initialized N(0, 1)."""
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, device=None, dtype=None):
-        super().__init__()
-        self.num_embeddings = int(num_embeddings)
-        self.embedding_dim = int(embedding_dim)
-        if padding_idx is not None:
-            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise DomainError(f"Embedding: padding_idx {padding_idx} must lie in "
-                                  f"[-{self.num_embeddings}, {self.num_embeddings})")
-            padding_idx = padding_idx % self.num_embeddings
-        self.padding_idx = padding_idx
-        self.weight = _empty_param((self.num_embeddings, self.embedding_dim), device, dtype)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            self.weight._value[self.padding_idx] = 0
-
-    def forward(self, indices):
-        return F.embedding(indices, self.weight, self.padding_idx)
-
-    def extra_repr(self):
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
-
-    @classmethod
-    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, max_norm=None, norm_type=2.0,
-                        scale_grad_by_freq=False, sparse=False):
-        """An Embedding holding ``embeddings`` (a 2-D tensor, copied), trainable unless ``freeze``."""
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise DomainError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not "
-                              "supported yet")
-        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
-            raise DomainError("Embedding.from_pretrained: embeddings must be a 2-D tensor")
-        rows, dim = embeddings.shape
-        m = cls(rows, dim, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
-        m.weight._value[...] = embeddings._value
-        m.weight.requires_grad = not freeze
-        return m
 
 
 class Bilinear(Module):

@@ -21,6 +21,7 @@ from ...errors import DeviceError, DomainError
 from ...kernels import get_kernels
 from ...ops import cat, stack
 from ...tensor import Tensor, no_grad
+from . import parametrizations, parametrize, rnn  # noqa: F401 - torch.nn.utils.rnn/parametrize(ations)
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_", "parameters_to_vector",
            "vector_to_parameters", "weight_norm", "remove_weight_norm"]
