@@ -228,11 +228,15 @@ def _host_index(index, device):
     if isinstance(index, tuple):
         return tuple(_host_index(i, device) for i in index)
     if isinstance(index, Tensor):
-        if index.device != device and index.numel() != 1:
-            raise DeviceError(f"setitem: index tensor on {index.device}, tensor on {device}")
         if index._value.dtype.kind == "f":
             raise IndexRangeError("setitem: tensors used as indices must be long, int, byte or bool tensors")
-        return index._value if index.device == device else index.item()
+        if index.device == device:
+            return index._value
+        if index.device == "cpu":  # as torch: CPU indices serve a tensor on any device
+            return index.to(device=device)._value if index.numel() != 1 else index.item()
+        if index.numel() != 1:
+            raise DeviceError(f"setitem: index tensor on {index.device}, tensor on {device}")
+        return index.item()
     if isinstance(index, list):
         a = np.asarray(index)
         if a.dtype.kind == "f":

@@ -39,7 +39,7 @@ from cupy._core import _routines_linalg as _linalg
 
 from ...errors import DeviceError, ShapeError
 
-__all__ = ["matmul", "gemm", "gemm_ptr", "capture_scope", "active", "in_capture_scope", "ROUTE_ALWAYS"]
+__all__ = ["matmul", "gemm", "gemm_loop", "check_status", "capture_scope", "active", "in_capture_scope", "ROUTE_ALWAYS"]
 
 #: Route every float32/float64 product through :func:`gemm`, not only captured ones. Off: on an
 #: H100 a direct call cost 4-7 us more host time than ``cupy.matmul`` (32 x 256 x 256, ctypes and
@@ -87,6 +87,8 @@ class _Lib:
         self.gemm = {_F32: fn("cublasSgemm_v2", *gemm), _F64: fn("cublasDgemm_v2", *gemm)}
         self.batched = {_F32: fn("cublasSgemmStridedBatched", *batched),
                         _F64: fn("cublasDgemmStridedBatched", *batched)}
+        arrays = (vp, i32, i32, i32, i32, i32, vp, vp, i32, vp, i32, vp, vp, i32, i32)
+        self.arrays = {_F32: fn("cublasSgemmBatched", *arrays), _F64: fn("cublasDgemmBatched", *arrays)}
 
 
 def _cublas_paths():
@@ -311,19 +313,28 @@ def gemm(a, b):
     return y
 
 
-def gemm_ptr(dt, op_a: int, op_b: int, m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int,
-             ldc: int, accumulate: bool) -> None:
-    """Column-major ``C (m x n) = op(A) op(B)``, plus ``C`` when ``accumulate``, on raw device
-    pointers (ints) of ``dt`` (float32 / float64): a recurrence's per-step product, issued with no
-    array objects or layout checks (host time is the cost of a step there)."""
+def gemm_loop(dt, arrays: bool = False):
+    """``(call, handle, one, zero)`` for many products in a loop on raw device pointers (ints) of
+    ``dt`` (float32 / float64), the handle bound to the current stream and its math mode set once:
+    ``call(handle, op_a, op_b, m, n, k, one, a, lda, b, ldb, one or zero, c, ldc)`` is the
+    column-major ``C (m x n) = op(A) op(B)`` (plus ``C`` with ``one`` as beta) and returns cuBLAS's
+    status (check it with :func:`check_status`). With ``arrays`` the call is cublas<t>gemmBatched:
+    ``a``, ``b``, ``c`` are device addresses of device pointers (read when the product runs, so a
+    captured graph replays on whatever they point at), and a last argument, the count (1).
+    A recurrence issues one per time step, where the host time of a step is the cost: no array
+    objects, layout checks or handle lookups per call."""
+    dt = _F32 if dt == _F32 else _F64
     lib = _lib or _load()
     h = _handle(lib)
     math_mode = _TF32_MATH if dt is _F32 and _tf32() else _DEFAULT_MATH
     if math_mode != h.math:
         _check(lib.set_math_mode(h.ptr, math_mode), "cublasSetMathMode")
         h.math = math_mode
-    _check(lib.gemm[dt](h.ptr, op_a, op_b, m, n, k, _ONE_P[dt], a, lda, b, ldb,
-                        (_ONE_P if accumulate else _ZERO_P)[dt], c, ldc), "gemm")
+    return (lib.arrays if arrays else lib.gemm)[dt], h.ptr, _ONE_P[dt], _ZERO_P[dt]
+
+
+def check_status(status) -> None:
+    _check(status, "gemm")
 
 
 def _workspace_bytes() -> int:

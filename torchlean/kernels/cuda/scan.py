@@ -15,12 +15,14 @@ from ..host import scan as host_scan
 from . import build
 from .base import _THREADS, _contig, _dev
 from .build import Launcher, blocks, ftype, launch
-from .gemm import gemm_ptr, matmul
+from . import gemm, graphs
+from .gemm import matmul
 from .reduce import reduce_sum_axis0
 
 _CELLS = ("lstm_cell_fwd", "lstm_cell_bwd", "gru_cell_fwd", "gru_cell_bwd", "rnn_cell_fwd", "rnn_cell_bwd")
 build.declare("scan", [f"{k}<{t}, {v}>" for k in ("scan_fwd", "scan_bwd") for t in build.FLOATS
-                       for v in ("false", "true")] + [f"{k}<{t}>" for k in _CELLS for t in build.FLOATS])
+                       for v in ("false", "true")] + [f"{k}<{t}>" for k in _CELLS for t in build.FLOATS]
+              + ["rec_fill_table"])
 
 
 def _scan_inputs(a, b, x, h0, var, name):
@@ -81,16 +83,29 @@ def selective_scan_diag_var_bwd(a, b, x, h0, h, g):
 
 
 # ---- recurrences --------------------------------------------------------------------------------
-# Pointers into the time-major buffers are computed here (base + offset), so a step costs one
-# cuBLAS call and one packed launch. Products: row-major (N, G) += (N, H) @ w_hh^T is, read
-# column-major, C^T (G x N) += w_hh (op T on the stored H x G) @ h^T; the backward's
-# (N, H) += (N, G) @ w_hh is C^T (H x N) += w_hh^T (op N) @ d^T.
+# A layer's time loop is T steps of (one cuBLAS product, one cell kernel). The products run on
+# scratch buffers (w_hh copied in; the state h or the step's gate cotangents, which the cells copy
+# there; the result); the cells find the call's buffers through a small device table that one
+# kernel fills per call (src/scan.cu). So the loop is captured once per (kernel, dtype, T, N, H)
+# as a CUDA graph, with its scratch, and replayed: on an H100 one cuBLAS call costs about 14 us
+# of host time and one launch 5 us, more than the GPU spends on a step of a 512-unit LSTM at
+# batch 64 (16 us for both), so a loop issued step by step is host-bound. Inside a capture
+# (tl.cuda.capture_step) and for short sequences the steps are issued one by one.
+#
+# Products: row-major (N, G) = (N, H) @ w_hh^T is, read column-major, C^T (G x N) = w_hh (op T on
+# the stored H x G) @ h^T; the backward's (N, H) += (N, G) @ w_hh is C^T (H x N) += w_hh^T (op N) @ d^T.
 
 _OP_N, _OP_T = 0, 1
 _CELL_THREADS = 256
-_CELL_FMT = {"lstm_cell_fwd": "PPPPPqqqq", "lstm_cell_bwd": "PPPPPPPPqqqq", "gru_cell_fwd": "PPPPPPPqqq",
-             "gru_cell_bwd": "PPPPPPPPqqq", "rnn_cell_fwd": "PPPqqqq", "rnn_cell_bwd": "PPPPPqqqq"}
+_CELL_FMT = {"lstm_cell_fwd": "Pqqqq", "lstm_cell_bwd": "Pqqqq", "gru_cell_fwd": "Pqqq", "gru_cell_bwd": "Pqqq",
+             "rnn_cell_fwd": "Pqqqq", "rnn_cell_bwd": "Pqqqq"}
 _launchers: dict = {}
+_loops: dict = {}       # (kernel, dtype, T, N, H, relu, device) -> (scratch, table, graph)
+_captures: dict = {}    # device -> the GraphCapture (pool, stream, cuBLAS workspace) the loop graphs share
+#: Replay each recurrence's time loop as a CUDA graph (False: issue the steps one by one).
+GRAPH_LOOPS = True
+_MIN_GRAPH_T = 4
+_MAX_LOOPS = 64
 
 
 def _cell(name, dtype, op):
@@ -98,6 +113,13 @@ def _cell(name, dtype, op):
     f = _launchers.get((name, t))
     if f is None:
         f = _launchers[(name, t)] = Launcher(build.function("scan", f"{name}<{t}>"), _CELL_FMT[name])
+    return f
+
+
+def _filler():
+    f = _launchers.get("fill")
+    if f is None:
+        f = _launchers["fill"] = Launcher(build.function("scan", "rec_fill_table"), "P" * 11 + "i")
     return f
 
 
@@ -117,6 +139,54 @@ def _hprev(h0, hs):
     return cupy.concatenate([h0[None], hs[:-1]]).reshape(-1, h0.shape[-1])
 
 
+def _loop(key, scratch_shapes, prepare, steps):
+    """Run one time loop; returns its scratch arrays (valid until the next loop of this ``key``).
+
+    ``key`` = (kernel, dtype, T, N, H, relu) names the loop's graph; ``scratch_shapes`` the
+    product's buffers; ``prepare(scratch)`` copies the call's inputs into them and returns the
+    table's addresses; ``steps(table address, scratch, mm, handle, one, zero)`` issues the steps."""
+    dt, T = key[1], key[2]
+    graphed = (GRAPH_LOOPS and T >= _MIN_GRAPH_T and not gemm.in_capture_scope()
+               and not cupy.cuda.get_current_stream().is_capturing())
+    dev = cupy.cuda.runtime.getDevice() if graphed else None
+    entry = _loops.get(key + (dev,)) if graphed else None
+    if entry is None:
+        scratch = tuple(cupy.empty(shape, dtype=dt) for shape in scratch_shapes)
+        tab = cupy.empty(10, dtype=np.uint64)
+    else:
+        scratch, tab, graph = entry
+    bases = prepare(scratch)
+    _filler()(1, 32, tab.data.ptr, *bases, *([0] * (10 - len(bases))), len(bases))
+    if entry is not None:
+        graph.launch()
+        return scratch
+
+    def run():
+        mm, hd, one, zero = gemm.gemm_loop(dt)
+        steps(tab.data.ptr, scratch, mm, hd, one, zero)
+
+    if not graphed:
+        run()
+        return scratch
+    cap = _captures.get(dev)
+    if cap is None:
+        cap = _captures[dev] = graphs.GraphCapture()
+    else:
+        cupy.cuda.Device().synchronize()  # the inputs, written on other streams, are ready
+    with cap.scope():
+        run()                               # the warm-up computes this call's result
+        graph = cap.capture(run)
+    if len(_loops) >= _MAX_LOOPS:  # sequences of many lengths: keep the most recent graphs
+        _loops.pop(next(iter(_loops)))
+    _loops[key + (dev,)] = (scratch, tab, graph)
+    return scratch
+
+
+def _check(st):
+    if st:
+        gemm.check_status(st)
+
+
 def lstm_scan_fwd(gx, w_hh, h0, c0, mask):
     gx = _contig(_dev(gx))
     dt = gx.dtype
@@ -127,12 +197,21 @@ def lstm_scan_fwd(gx, w_hh, h0, c0, mask):
     acts = gx.copy()
     states = cupy.empty((2, T, N, H), dtype=dt)
     m, mp = _mask(mask)
-    isz, nb = dt.itemsize, blocks(N * H, _CELL_THREADS)
-    ap, sp, wp = acts.data.ptr, states.data.ptr, w.data.ptr
-    for t in range(T):
-        hp = sp + (t - 1) * N * H * isz if t else h0.data.ptr
-        gemm_ptr(dt, _OP_T, _OP_N, G, N, H, wp, H, hp, H, ap + t * N * G * isz, G, True)
-        cell(nb, _CELL_THREADS, ap, sp, h0.data.ptr, c0.data.ptr, mp, t, T, N, H)
+    nblk = blocks(N * H, _CELL_THREADS)
+
+    def prepare(S):
+        zb, hb, wb = S
+        wb[...] = w
+        hb[...] = h0
+        return acts.data.ptr, states.data.ptr, h0.data.ptr, c0.data.ptr, mp, zb.data.ptr, hb.data.ptr
+
+    def steps(tp, S, mm, hd, one, zero):
+        z, h, wp = (a.data.ptr for a in S)
+        for t in range(T):
+            _check(mm(hd, _OP_T, _OP_N, G, N, H, one, wp, H, h, H, zero, z, G))
+            cell(nblk, _CELL_THREADS, tp, t, T, N, H)
+
+    _loop(("lstm_fwd", dt, T, N, H, 0), ((N, G), (N, H), (G, H)), prepare, steps)
     return states, acts
 
 
@@ -144,14 +223,24 @@ def lstm_scan_bwd(w_hh, h0, c0, mask, states, acts, g):
     H = G // 4
     cell = _cell("lstm_cell_bwd", dt, "lstm_scan_bwd")
     dgx = cupy.empty_like(acts)
-    dh, dc = cupy.zeros((N, H), dtype=dt), cupy.zeros((N, H), dtype=dt)
+    dc = cupy.zeros((N, H), dtype=dt)
     m, mp = _mask(mask)
-    isz, nb = dt.itemsize, blocks(N * H, _CELL_THREADS)
-    dp = dgx.data.ptr
-    for t in range(T - 1, -1, -1):
-        cell(nb, _CELL_THREADS, acts.data.ptr, states.data.ptr, c0.data.ptr, mp, g.data.ptr, dp, dh.data.ptr,
-             dc.data.ptr, t, T, N, H)
-        gemm_ptr(dt, _OP_N, _OP_N, H, N, G, w.data.ptr, H, dp + t * N * G * isz, G, dh.data.ptr, H, True)
+    nblk = blocks(N * H, _CELL_THREADS)
+
+    def prepare(S):
+        db, dh, wb = S
+        wb[...] = w
+        dh.fill(0)
+        return (acts.data.ptr, states.data.ptr, c0.data.ptr, mp, g.data.ptr, dgx.data.ptr, dh.data.ptr, dc.data.ptr,
+                db.data.ptr)
+
+    def steps(tp, S, mm, hd, one, zero):
+        d, dh, wp = (a.data.ptr for a in S)
+        for t in range(T - 1, -1, -1):
+            cell(nblk, _CELL_THREADS, tp, t, T, N, H)
+            _check(mm(hd, _OP_N, _OP_N, H, N, G, one, wp, H, d, G, one, dh, H))
+
+    dh = _loop(("lstm_bwd", dt, T, N, H, 0), ((N, G), (N, H), (G, H)), prepare, steps)[1].copy()
     dw = matmul(dgx.reshape(-1, G).T, _hprev(h0, states[0]))
     return dgx, dw, dh, dc
 
@@ -165,14 +254,22 @@ def gru_scan_fwd(gx, w_hh, b_hh, h0, mask):
     cell = _cell("gru_cell_fwd", dt, "gru_scan_fwd")
     acts = cupy.empty((T, N, 4 * H), dtype=dt)
     hs = cupy.empty((T, N, H), dtype=dt)
-    a = cupy.empty((N, G), dtype=dt)
     m, mp = _mask(mask)
-    isz, nb = dt.itemsize, blocks(N * H, _CELL_THREADS)
-    hsp = hs.data.ptr
-    for t in range(T):
-        hp = hsp + (t - 1) * N * H * isz if t else h0.data.ptr
-        gemm_ptr(dt, _OP_T, _OP_N, G, N, H, w.data.ptr, H, hp, H, a.data.ptr, G, False)
-        cell(nb, _CELL_THREADS, gx.data.ptr, a.data.ptr, b.data.ptr, acts.data.ptr, hsp, h0.data.ptr, mp, t, N, H)
+    nblk = blocks(N * H, _CELL_THREADS)
+
+    def prepare(S):
+        ab, hb, wb = S
+        wb[...] = w
+        hb[...] = h0
+        return (gx.data.ptr, ab.data.ptr, b.data.ptr, acts.data.ptr, hs.data.ptr, h0.data.ptr, mp, hb.data.ptr)
+
+    def steps(tp, S, mm, hd, one, zero):
+        a, h, wp = (v.data.ptr for v in S)
+        for t in range(T):
+            _check(mm(hd, _OP_T, _OP_N, G, N, H, one, wp, H, h, H, zero, a, G))
+            cell(nblk, _CELL_THREADS, tp, t, N, H)
+
+    _loop(("gru_fwd", dt, T, N, H, 0), ((N, G), (N, H), (G, H)), prepare, steps)
     return hs, acts
 
 
@@ -185,13 +282,23 @@ def gru_scan_bwd(w_hh, h0, mask, hs, acts, g):
     cell = _cell("gru_cell_bwd", dt, "gru_scan_bwd")
     dgx = cupy.empty((T, N, G), dtype=dt)
     da = cupy.empty((T, N, G), dtype=dt)
-    dh = cupy.zeros((N, H), dtype=dt)
     m, mp = _mask(mask)
-    isz, nb = dt.itemsize, blocks(N * H, _CELL_THREADS)
-    for t in range(T - 1, -1, -1):
-        cell(nb, _CELL_THREADS, acts.data.ptr, hs.data.ptr, h0.data.ptr, mp, g.data.ptr, dgx.data.ptr, da.data.ptr,
-             dh.data.ptr, t, N, H)
-        gemm_ptr(dt, _OP_N, _OP_N, H, N, G, w.data.ptr, H, da.data.ptr + t * N * G * isz, G, dh.data.ptr, H, True)
+    nblk = blocks(N * H, _CELL_THREADS)
+
+    def prepare(S):
+        db, dh, wb = S
+        wb[...] = w
+        dh.fill(0)
+        return (acts.data.ptr, hs.data.ptr, h0.data.ptr, mp, g.data.ptr, dgx.data.ptr, da.data.ptr, dh.data.ptr,
+                db.data.ptr)
+
+    def steps(tp, S, mm, hd, one, zero):
+        d, dh, wp = (v.data.ptr for v in S)
+        for t in range(T - 1, -1, -1):
+            cell(nblk, _CELL_THREADS, tp, t, N, H)
+            _check(mm(hd, _OP_N, _OP_N, H, N, G, one, wp, H, d, G, one, dh, H))
+
+    dh = _loop(("gru_bwd", dt, T, N, H, 0), ((N, G), (N, H), (G, H)), prepare, steps)[1].copy()
     da2 = da.reshape(-1, G)
     return dgx, matmul(da2.T, _hprev(h0, hs)), reduce_sum_axis0(da2), dh
 
@@ -204,12 +311,22 @@ def rnn_scan_fwd(gx, w_hh, h0, mask, relu):
     cell = _cell("rnn_cell_fwd", dt, "rnn_scan_fwd")
     hs = gx.copy()
     m, mp = _mask(mask)
-    isz, nb = dt.itemsize, blocks(N * H, _CELL_THREADS)
-    hsp = hs.data.ptr
-    for t in range(T):
-        hp = hsp + (t - 1) * N * H * isz if t else h0.data.ptr
-        gemm_ptr(dt, _OP_T, _OP_N, H, N, H, w.data.ptr, H, hp, H, hsp + t * N * H * isz, H, True)
-        cell(nb, _CELL_THREADS, hsp, h0.data.ptr, mp, t, N, H, int(bool(relu)))
+    nblk = blocks(N * H, _CELL_THREADS)
+    r = int(bool(relu))
+
+    def prepare(S):
+        zb, hb, wb = S
+        wb[...] = w
+        hb[...] = h0
+        return hs.data.ptr, h0.data.ptr, mp, zb.data.ptr, hb.data.ptr
+
+    def steps(tp, S, mm, hd, one, zero):
+        z, h, wp = (v.data.ptr for v in S)
+        for t in range(T):
+            _check(mm(hd, _OP_T, _OP_N, H, N, H, one, wp, H, h, H, zero, z, H))
+            cell(nblk, _CELL_THREADS, tp, t, N, H, r)
+
+    _loop(("rnn_fwd", dt, T, N, H, r), ((N, H), (N, H), (H, H)), prepare, steps)
     return hs
 
 
@@ -220,12 +337,23 @@ def rnn_scan_bwd(w_hh, h0, mask, hs, g, relu):
     T, N, H = hs.shape
     cell = _cell("rnn_cell_bwd", dt, "rnn_scan_bwd")
     dgx = cupy.empty_like(hs)
-    dh = cupy.zeros((N, H), dtype=dt)
     m, mp = _mask(mask)
-    isz, nb = dt.itemsize, blocks(N * H, _CELL_THREADS)
-    for t in range(T - 1, -1, -1):
-        cell(nb, _CELL_THREADS, hs.data.ptr, mp, g.data.ptr, dgx.data.ptr, dh.data.ptr, t, N, H, int(bool(relu)))
-        gemm_ptr(dt, _OP_N, _OP_N, H, N, H, w.data.ptr, H, dgx.data.ptr + t * N * H * isz, H, dh.data.ptr, H, True)
+    nblk = blocks(N * H, _CELL_THREADS)
+    r = int(bool(relu))
+
+    def prepare(S):
+        db, dh, wb = S
+        wb[...] = w
+        dh.fill(0)
+        return hs.data.ptr, mp, g.data.ptr, dgx.data.ptr, dh.data.ptr, db.data.ptr
+
+    def steps(tp, S, mm, hd, one, zero):
+        d, dh, wp = (v.data.ptr for v in S)
+        for t in range(T - 1, -1, -1):
+            cell(nblk, _CELL_THREADS, tp, t, N, H, r)
+            _check(mm(hd, _OP_N, _OP_N, H, N, H, one, wp, H, d, H, one, dh, H))
+
+    dh = _loop(("rnn_bwd", dt, T, N, H, r), ((N, H), (N, H), (H, H)), prepare, steps)[1].copy()
     return dgx, matmul(dgx.reshape(-1, H).T, _hprev(h0, hs)), dh
 
 
