@@ -33,6 +33,8 @@ run_layers() {
   tail -8 "$out/bench_layers_cuda.txt"
   timeout 240 python3 benchmarks/bench_models.py --device cuda --graph > "$out/bench_models_cuda.txt" 2>&1; echo "models exit $?"
   tail -12 "$out/bench_models_cuda.txt"
+  timeout 300 python3 benchmarks/bench_nn_train.py > "$out/bench_nn_train.txt" 2>&1; echo "nn train exit $?"
+  tail -8 "$out/bench_nn_train.txt"
 }
 
 run_memcheck() {
