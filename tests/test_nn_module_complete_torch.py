@@ -364,8 +364,6 @@ def test_print_model_matches_torch():
     assert repr(_printed(tl)) == repr(_printed(torch))
 
 
-@pytest.mark.xfail(strict=True, reason="Dropout's extra_repr lacks inplace=False and MaxPool2d's lacks "
-                                       "ceil_mode=False (modules.py, layers.py)")
 def test_print_pool_and_dropout_match_torch():
     assert repr(_printed(tl, True)) == repr(_printed(torch, True))
 

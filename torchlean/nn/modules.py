@@ -169,13 +169,13 @@ class Dropout(Module):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise DomainError(f"Dropout: p must lie in [0, 1], got {p!r}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Bilinear(Module):
