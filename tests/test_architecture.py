@@ -34,7 +34,7 @@ LAYERS = [
     {"ir"},
     {"models", "data", "train"},
     {"", "quickstart"},          # "" is the package itself: the public namespace
-    {"cli", "__main__"},
+    {"cli", "__main__", "runner"},
 ]
 
 

@@ -294,6 +294,23 @@ def _bench(args) -> int:
     return EXIT_OK
 
 
+# ---- run ----------------------------------------------------------------------------------------
+
+def _run_args(p):
+    p.add_argument("--report", action="store_true",
+                   help="do not run: list every torch name the files (or directories) use and which exist here")
+    p.add_argument("script", help="a PyTorch program (with --report: files or directories)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
+
+
+def _run(args) -> int:
+    from . import runner
+    if args.report:
+        found, total = runner.report([args.script] + list(args.args))
+        return EXIT_OK if found == total else EXIT_FAIL
+    return runner.run_script(args.script, args.args)
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 def _positive_int(s: str) -> int:
@@ -312,6 +329,7 @@ COMMANDS = {
     "ir": (_ir_args, _ir, "check, run or convert IR files"),
     "train": (_train_args, _train, "train one of the example models"),
     "bench": (_bench_args, _bench, "run a benchmark suite from benchmarks/"),
+    "run": (_run_args, _run, "run an unmodified PyTorch program with torchlean as torch"),
 }
 
 
