@@ -18,16 +18,18 @@ import warnings
 import numpy as np
 
 from ..autograd import record
-from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
+from ..errors import DomainError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..ops import cat, stack, where
 from ..shape import broadcast_shapes
 from ..tensor import Tensor
+from .functional_activations import pairwise_distance
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
            "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
-           "multilabel_soft_margin_loss", "ctc_loss"]
+           "multilabel_soft_margin_loss", "ctc_loss", "hinge_embedding_loss", "soft_margin_loss",
+           "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_with_distance_loss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -46,9 +48,10 @@ def _legacy(size_average, reduce, reduction):
         return reduction
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
+    out = "none" if not reduce else ("mean" if size_average else "sum")
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{out}' instead.",
+                  UserWarning, stacklevel=3)
+    return out
 
 
 def _check_reduction(op, reduction, extra=()):
@@ -546,3 +549,152 @@ def _cat_cols(a, b):
 
 def _stack(xs):
     return stack(xs, dim=0)
+
+
+# ---- margin losses --------------------------------------------------------------------------
+
+def _const(a, ref, dtype=None):
+    """A constant (no gradient) on ``ref``'s device, of ``ref``'s dtype unless ``dtype`` is given."""
+    dtype = np.dtype(dtype or ref.dtype)
+    return Tensor(get_kernels(ref.device).from_host(np.asarray(a, dtype=dtype), dtype))
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,  # noqa: A002
+                         reduction="mean"):
+    """``x`` where target = 1, ``max(0, margin - x)`` where target = -1; other target values add both
+    terms, as in PyTorch. Input and target broadcast together."""
+    op = "hinge_embedding_loss"
+    _tensor(input, op), _tensor(target, op, "target")
+    reduction = _legacy(size_average, reduce, reduction)
+    _check_reduction(op, reduction)
+    broadcast_shapes(tuple(input.shape), tuple(target.shape), op=op)
+    clamped = where(target != 1, (margin - input).clamp(min=0), 0.0)
+    return _reduce(clamped + where(target != -1, input, 0.0), reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
+    """log(1 + exp(-target * input)) elementwise (computed as a stable softplus), broadcast and reduced."""
+    op = "soft_margin_loss"
+    _tensor(input, op), _tensor(target, op, "target")
+    reduction = _legacy(size_average, reduce, reduction)
+    _check_reduction(op, reduction)
+    broadcast_shapes(tuple(input.shape), tuple(target.shape), op=op)
+    return _reduce(_softplus(-(input * target)), reduction)
+
+
+def _frames(op, input):  # noqa: A002
+    """(nframe, dim) of a multi-class margin loss input: ``()``, ``(C,)`` or ``(N, C)`` with C > 0."""
+    if input.ndim > 2 or (input.ndim >= 1 and input.shape[-1] == 0):
+        raise ShapeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                         f"{list(input.shape)}")
+    if input.ndim <= 1:
+        return 1, max(input.numel(), 1)
+    return input.shape[0], input.shape[1]
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,  # noqa: A002
+                      reduction="mean"):
+    """Multi-class hinge: ``sum_{i != y} w_y max(0, margin - x_y + x_i)^p / C`` per sample.
+
+    input ``()``, ``(C,)`` or ``(N, C)``; target of ``N`` class indices (``()`` or ``(1,)`` for one
+    sample; ``"none"`` returns target's shape); ``p`` is 1 or 2; ``weight`` ``(C,)`` per class, not
+    differentiated. ``"mean"`` averages over samples.
+    """
+    op = "multi_margin_loss"
+    _tensor(input, op)
+    reduction = _legacy(size_average, reduce, reduction)
+    _check_reduction(op, reduction)
+    if p not in (1, 2):
+        raise DomainError(f"{op}: only p == 1 and p == 2 supported, got p={p!r}")
+    if weight is not None and (not isinstance(weight, Tensor) or weight.ndim != 1):
+        raise ShapeError(f"{op}: weight must be one-dimensional")
+    if input.dtype.kind != "f":
+        raise DTypeError(f"{op}: input must be a float tensor, got dtype {input.dtype}")
+    nframe, dim = _frames(op, input)
+    tg = np.asarray(_host_ints(target, op)).astype(np.int64)
+    if tg.ndim > 1 or tg.size != nframe:
+        raise ShapeError(f"{op}: target tensor should be 1-D with size equal to the number of input samples "
+                         f"(batch size). Expected target size [{nframe}], but got {list(tg.shape)}. "
+                         f"Input has shape {list(input.shape)}.")
+    if tg.size and ((tg < 0) | (tg >= dim)).any():
+        raise IndexRangeError(f"{op}: target out of range: values must lie in [0, {dim}), got "
+                              f"[{tg.min()}, {tg.max()}]")
+    x = input.reshape(nframe, dim)
+    flat = tg.reshape(nframe)
+    xy = x.gather(1, _const(flat[:, None], input, np.int64))
+    z = (margin - xy + x).clamp(min=0)
+    if p == 2:
+        z = z * z
+    mask = np.ones((nframe, dim))
+    mask[np.arange(nframe), flat] = 0.0
+    if weight is not None:
+        if weight.dtype != input.dtype:
+            raise DTypeError(f"{op}: weight dtype {weight.dtype} must equal input dtype {input.dtype}")
+        if weight.shape != (dim,):
+            raise ShapeError(f"{op}: inconsistent weight size, expected {dim} but got {list(weight.shape)}")
+        wy = weight.detach().index_select(0, _const(flat, input, np.int64)).unsqueeze(1)
+        loss = (z * _const(mask, input) * wy).sum(dim=1) / dim
+    else:
+        loss = (z * _const(mask, input)).sum(dim=1) / dim
+    return _reduce(loss.reshape(tg.shape), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
+    """Multi-label hinge: ``sum_{j in T} sum_{i not in T} max(0, 1 - (x_j - x_i)) / C`` per sample.
+
+    ``target`` has input's shape and holds class indices; a sample's targets T are those before its
+    first -1 (a repeated index counts once per occurrence, as in PyTorch). input ``()``, ``(C,)`` or
+    ``(N, C)``; ``"none"`` gives ``(N,)`` or ``()``.
+    """
+    op = "multilabel_margin_loss"
+    _tensor(input, op)
+    reduction = _legacy(size_average, reduce, reduction)
+    _check_reduction(op, reduction)
+    if input.dtype.kind != "f":
+        raise DTypeError(f"{op}: input must be a float tensor, got dtype {input.dtype}")
+    nframe, dim = _frames(op, input)
+    tg = np.asarray(_host_ints(target, op)).astype(np.int64)
+    ok = (tg.ndim <= 1 and tg.size == dim) if input.ndim <= 1 else tuple(tg.shape) == tuple(input.shape)
+    if not ok:
+        raise ShapeError(f"{op}: inconsistent target size: {list(tg.shape)} for input of size: "
+                         f"{list(input.shape)}")
+    if tg.size and ((tg < -1) | (tg >= dim)).any():
+        raise IndexRangeError(f"{op}: argument #2 'target' is out of range: values must lie in [-1, {dim}), "
+                              f"got [{tg.min()}, {tg.max()}]")
+    tg = tg.reshape(nframe, dim)
+    count = np.zeros((nframe, dim))
+    is_target = np.zeros((nframe, dim))
+    for n in range(nframe):
+        row = tg[n]
+        stop = np.flatnonzero(row < 0)
+        row = row[:stop[0]] if stop.size else row
+        np.add.at(count[n], row, 1.0)
+        is_target[n, row] = 1.0
+    pair_w = count[:, :, None] * (1.0 - is_target[:, None, :])     # [n, j, i]: target j against non-target i
+    x = input.reshape(nframe, dim)
+    hinge = (1.0 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    loss = (hinge * _const(pair_w, input)).sum(dim=2).sum(dim=1) / dim
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0,
+                                      swap=False, reduction="mean"):
+    """max(0, margin + d(a, p) - d(a, n)) for any callable distance ``d`` (default
+    ``pairwise_distance``); ``swap`` uses min(d(a, n), d(p, n)) as the negative distance."""
+    op = "triplet_margin_with_distance_loss"
+    for t, w in ((anchor, "anchor"), (positive, "positive"), (negative, "negative")):
+        _tensor(t, op, w)
+    _check_reduction(op, reduction)
+    if margin <= 0:
+        raise DomainError(f"{op}: margin must be greater than 0, got {margin}")
+    if not (anchor.ndim == positive.ndim == negative.ndim):
+        raise ShapeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same "
+                         f"number of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, "
+                         f"and negative {negative.ndim}D inputs")
+    if distance_function is None:
+        distance_function = pairwise_distance
+    d_pos = distance_function(anchor, positive)
+    d_neg = distance_function(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(distance_function(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction)

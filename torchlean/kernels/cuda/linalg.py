@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import cupy
 import cupyx
+import numpy as np
 
 from ...spec import linalg as _s
 from . import build
@@ -42,9 +43,10 @@ def linear(x, w, b=None):
 
 
 def linear_bwd(x, w, g, need_x=True, need_w=True, need_b=True):
-    g2 = g.reshape(-1, g.shape[-1])
+    rows = int(np.prod(g.shape[:-1]))  # not -1: a zero-width x (in_features 0) has no rows to infer
+    g2 = g.reshape(rows, g.shape[-1])
     dx = _gemm.matmul(g2, w).reshape(x.shape) if need_x else None
-    dw = _gemm.matmul(g2.T, x.reshape(-1, x.shape[-1])) if need_w else None
+    dw = _gemm.matmul(g2.T, x.reshape(rows, x.shape[-1])) if need_w else None
     db = _reduce(g2, (0,), False, 0, "linear_bwd") if need_b else None
     return dx, dw, db
 

@@ -28,8 +28,9 @@ def linear(x, w, b=None):
 
 def linear_bwd(x, w, g, need_x=True, need_w=True, need_b=True):
     dx = g @ w if need_x else None
-    g2 = g.reshape(-1, g.shape[-1])
-    dw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
+    rows = int(np.prod(g.shape[:-1]))  # not -1: a zero-width x (in_features 0) has no rows to infer
+    g2 = g.reshape(rows, g.shape[-1])
+    dw = g2.T @ x.reshape(rows, x.shape[-1]) if need_w else None
     db = g2.sum(axis=0) if need_b else None
     return dx, dw, db
 
