@@ -65,6 +65,7 @@ INIT_REGISTRY = {
     "TransformerDecoder": (lambda nn: ((nn.TransformerDecoderLayer(64, 2, 128), 2), {})),
     "Transformer": ((), {"d_model": 64, "nhead": 2, "num_encoder_layers": 1, "num_decoder_layers": 1,
                          "dim_feedforward": 128}),
+    "AdaptiveLogSoftmaxWithLoss": ((256, 1000, [100, 500]), {"div_value": 2.0}),
 }
 #: torchlean's own layers with parameters and no torch counterpart.
 NO_TORCH_TWIN = {"SpectralConv1d", "SelectiveScan"}
@@ -97,8 +98,10 @@ def _has_parameters(cls):
 
 
 def test_init_registry_covers_every_module_with_parameters():
+    # Lazy modules have no parameter values before their first call (tests/test_nn_extra_torch.py
+    # checks what they initialize to then).
     missing = [n for n, c in _module_classes().items()
-               if n not in INIT_REGISTRY and n not in NO_TORCH_TWIN and _has_parameters(c)]
+               if n not in INIT_REGISTRY and n not in NO_TORCH_TWIN and not n.startswith("Lazy") and _has_parameters(c)]
     assert not missing, f"modules with parameters missing from INIT_REGISTRY: {missing}"
 
 

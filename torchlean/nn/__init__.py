@@ -56,3 +56,19 @@ from . import sparse as _sparse  # noqa: E402
 from .sparse import *  # noqa: E402,F401,F403 - Embedding, EmbeddingBag
 
 __all__ += [n for n in _sparse.__all__ if n not in __all__]
+from . import lazy as _lazy  # noqa: E402
+from .lazy import *  # noqa: E402,F401,F403 - LazyLinear, LazyConv*, LazyBatchNorm*, LazyInstanceNorm*, ...
+
+__all__ += [n for n in _lazy.__all__ if n not in __all__]
+from . import extra as _extra  # noqa: E402
+from .extra import *  # noqa: E402,F401,F403 - FractionalMaxPool2d/3d
+
+__all__ += [n for n in _extra.__all__ if n not in __all__]
+from . import parallel  # noqa: E402
+from .parallel import DataParallel  # noqa: E402
+from .parameter import Buffer  # noqa: E402
+from . import parameter as _parameter  # noqa: E402
+
+_parameter.UninitializedParameter = _lazy.UninitializedParameter  # torch.nn.parameter's names
+_parameter.UninitializedBuffer = _lazy.UninitializedBuffer
+__all__ += ["parallel", "DataParallel", "Buffer"]

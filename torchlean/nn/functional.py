@@ -127,3 +127,7 @@ from . import functional_sparse as _fsparse  # noqa: E402
 from .functional_sparse import *  # noqa: E402,F401,F403 - embedding, embedding_bag
 
 __all__ += [n for n in _fsparse.__all__ if n not in __all__]
+from . import functional_extra as _fextra  # noqa: E402
+from .functional_extra import *  # noqa: E402,F401,F403 - fractional max pool, gumbel_softmax, pdist, relu_, ...
+
+__all__ += [n for n in _fextra.__all__ if n not in __all__]

@@ -24,7 +24,7 @@ from ..errors import DomainError, DTypeError, IndexRangeError, TorchLeanError
 from ..kernels import get_kernels
 from ..autograd import Function
 from ..tensor import Tensor, as_dtype, device_name, no_grad
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -232,6 +232,12 @@ class Module:
             params.pop(name, None)
             buffers.pop(name, None)
             modules[name] = value
+            return
+        if isinstance(value, Buffer):
+            params, buffers, modules = self._registries()
+            params.pop(name, None)
+            modules.pop(name, None)
+            self.register_buffer(name, value, persistent=value.persistent)
             return
         d = self.__dict__
         if name in d.get("_parameters", ()):

@@ -37,3 +37,31 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+class Buffer(Tensor):
+    """A tensor that registers itself as a buffer when assigned to a :class:`~torchlean.nn.Module`
+    attribute (torch's ``nn.Buffer``); ``persistent=False`` keeps it out of ``state_dict``.
+
+    ``Buffer(t)`` shares ``t``'s values (torch's ``t.detach()``), keeping ``t.requires_grad``.
+
+        >>> import torchlean as tl
+        >>> from torchlean.nn.parameter import Buffer
+        >>> m = tl.nn.Module()
+        >>> m.scale = Buffer(tl.ones(2))
+        >>> m.tmp = Buffer(tl.zeros(1), persistent=False)
+        >>> list(m.state_dict()), [n for n, _ in m.named_buffers()]
+        (['scale'], ['scale', 'tmp'])
+    """
+
+    __slots__ = ("persistent",)
+
+    def __init__(self, data=None, *, persistent=True):
+        if data is None:
+            value, rg = np.zeros((0,), dtype=float32), False
+        elif isinstance(data, Tensor):
+            value, rg = data._value, data.requires_grad
+        else:
+            value, rg = tensor(data)._value, False
+        super().__init__(value, requires_grad=rg)
+        self.persistent = bool(persistent)
