@@ -35,7 +35,7 @@ from .functional_attention import (
     _same_unsqueeze,
 )
 from .module import Module, ModuleList
-from .modules import Dropout, Linear, _empty_param
+from .modules import Dropout, Linear, NonDynamicallyQuantizableLinear, _empty_param
 from .norms import LayerNorm
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
@@ -100,7 +100,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty_param((3 * E,), device, dtype)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(E, E, bias=bias, device=device, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(E, E, bias=bias, device=device, dtype=dtype)
         if add_bias_kv:
             self.bias_k = _empty_param((1, 1, E), device, dtype)
             self.bias_v = _empty_param((1, 1, E), device, dtype)
@@ -154,9 +154,6 @@ class MultiheadAttention(Module):
         if not self.batch_first:
             out = out.transpose(0, 1)
         return out, w
-
-    def extra_repr(self):
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
 
 
 # ---- transformer ----------------------------------------------------------------------------

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 
-from ..errors import DomainError
-from ..kernels import get_kernels
-from ..ops import einsum, rand
-from ..tensor import Tensor, as_dtype, float32
-from . import functional as F
-from . import init
-from .module import Module
-from .parameter import Parameter
+from ...errors import DomainError
+from ...kernels import get_kernels
+from ...ops import einsum, rand
+from ...tensor import Tensor, as_dtype, float32
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
 
 __all__ = ["Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
            "Bilinear"]
@@ -72,6 +72,11 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A :class:`Linear` (torch's name for MultiheadAttention's ``out_proj``; quantization is not a
+    concern here)."""
 
 
 class Flatten(Module):
