@@ -14,6 +14,7 @@ used). A kernel a device lacks raises :class:`~torchlean.errors.DeviceError` say
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -24,6 +25,11 @@ from . import cuda  # the optional backend: CuPy is imported on its first use, n
 from .api import CONTRACT, KERNELS, check_indices, check_surface
 
 DEVICES = ("cpu", "cuda")
+
+# IEEE results (log 0 = -inf, x / 0, sqrt of a negative, inf - inf) come silently, as torch gives them:
+# NumPy's floating-point RuntimeWarnings are ignored where torchlean's own code calls NumPy. A filter,
+# not np.errstate around each kernel, so the hot path pays nothing; other code keeps NumPy's warnings.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"torchlean\.")
 
 
 def surface(device: str, package: str, strict: bool) -> SimpleNamespace:
