@@ -29,7 +29,7 @@ def matmul(a, b):
 
 def linear(x, w, b=None):
     x = _dev(x)
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = x.reshape(int(np.prod(x.shape[:-1])), x.shape[-1])  # not -1: in_features may be 0
     y = _gemm.matmul(x2, w.T)  # the transpose is a cuBLAS operand flag, not a copy
     if b is not None:
         if (type(b) is _ND and type(y) is _ND and b.dtype == y.dtype and y.dtype in build._FLOAT_NAME

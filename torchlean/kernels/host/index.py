@@ -50,16 +50,8 @@ def _scatter_rows(mat, values, indices, op):
     idx = check_indices(indices, op)
     ok = idx < mat.shape[0]
     out = mat.copy()
-    if not ok.all():
-        idx, values = idx[ok], values[ok]
-    if idx.size == 0:
-        return out
-    # Rows grouped by index (a stable sort keeps each group's order) and summed by one reduceat:
-    # NumPy's add.at, one element at a time, is tens of times slower on wide rows.
-    order = np.argsort(idx, kind="stable")
-    sidx = idx[order]
-    first = np.flatnonzero(np.r_[True, sidx[1:] != sidx[:-1]])
-    out[sidx[first]] += np.add.reduceat(values[order], first, axis=0)
+    # add.at adds in index order, one row at a time: the CUDA kernels' order, so the two agree bit for bit.
+    np.add.at(out, idx[ok], values[ok])
     return out
 
 
