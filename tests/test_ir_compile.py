@@ -35,10 +35,23 @@ def _graph(seed, n_ops, kinds=None):
     return random_graph(np.random.default_rng(seed), n_ops, kinds=kinds)
 
 
-def _e2e_ok(report, ref, device):
-    """End to end, every node's value is within the float32 contract of the meaning's value."""
+#: Decompositions whose outputs may rotate under float32 rounding of their input (singular and eigen
+#: vectors of close values): they and what reads them are checked node by node (the report), not end to end.
+ILL_CONDITIONED = {"linalg_svd", "linalg_eigh", "linalg_qr"}
+
+
+def _e2e_ok(report, ref, device, graph=None):
+    """End to end, every node's value is within the float32 contract of the meaning's value (except
+    downstream of an ill-conditioned decomposition, where only the node-local check applies)."""
     atol, rtol = DEVICE_TOL[device]
+    skip = set()
+    if graph is not None:
+        for node in graph.nodes:
+            if node.kind in ILL_CONDITIONED or any(p in skip for p in node.parents):
+                skip.add(node.id)
     for r in report.nodes:
+        if r.id in skip:
+            continue
         info = OPINFOS.get(r.kind)
         ts = info.tol_scale if info is not None else 1.0
         scale = float(np.max(np.abs(ref[r.id]))) if np.size(ref[r.id]) else 0.0
@@ -155,7 +168,7 @@ def test_compile_agrees_with_meaning_cpu(seed, n_ops):
     rep = ir.check_equivalence(rg.graph, rg.payload, *rg.inputs, device="cpu")
     assert rep.passed, str(rep)
     with np.errstate(all="ignore"):
-        _e2e_ok(rep, ir.evaluate(rg.graph, rg.payload, *rg.inputs), "cpu")
+        _e2e_ok(rep, ir.evaluate(rg.graph, rg.payload, *rg.inputs), "cpu", rg.graph)
     # the program's outputs are the run_all values of the output nodes
     prog = ir.compile(rg.graph, rg.payload)
     with np.errstate(all="ignore"):
@@ -174,7 +187,7 @@ def test_compile_agrees_with_meaning_cuda(seed, n_ops):
     rep = ir.check_equivalence(rg.graph, rg.payload, *rg.inputs, device="cuda")
     assert rep.passed, str(rep)
     with np.errstate(all="ignore"):
-        _e2e_ok(rep, ir.evaluate(rg.graph, rg.payload, *rg.inputs), "cuda")
+        _e2e_ok(rep, ir.evaluate(rg.graph, rg.payload, *rg.inputs), "cuda", rg.graph)
 
 
 # ---- backward ------------------------------------------------------------------------------
