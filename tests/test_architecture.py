@@ -23,16 +23,16 @@ PKG = Path(torchlean.__file__).parent
 
 # The layers, bottom up (DESIGN.md): a module may import its own layer and those below.
 LAYERS = [
-    {"errors", "shape", "options", "fileio", "dtypes"},
+    {"errors", "shape", "options", "fileio", "dtypes", "device", "threads"},
     {"spec"},
     {"kernels"},
     {"autograd"},
     {"testing"},
-    {"tensor", "serialization", "capture", "cuda"},
+    {"tensor", "serialization", "torch_pickle", "capture", "cuda", "amp", "accelerator", "backends"},
     {"ops", "linalg", "autograd_api"},
     {"nn", "optim"},
     {"ir"},
-    {"models", "data", "train"},
+    {"models", "data", "train", "utils"},
     {"", "quickstart"},          # "" is the package itself: the public namespace
     {"cli", "__main__", "runner"},
 ]

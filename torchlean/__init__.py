@@ -15,6 +15,7 @@ from .tensor import *  # noqa: F401,F403 - Tensor, dtypes, creation and math fun
 from .dtypes import (bfloat16, can_cast, finfo, float16, get_default_dtype, iinfo, int8, int16,  # noqa: F401
                      promote_types, result_type, set_default_dtype, uint8)
 from .dtypes import DType as dtype  # noqa: F401 - torch.dtype
+from .device import device, get_default_device, set_default_device  # noqa: F401 - torch.device, ...
 from .dtypes import NAMES as _DTYPE_NAMES
 from .ops import *  # noqa: F401,F403 - PyTorch's functions, by family (torchlean.ops.table)
 
@@ -26,8 +27,15 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # Subpackages load lazily so `import torchlean` stays light (nn, optim, ir, cuda, models, data).
     import importlib
-    if name in ("nn", "optim", "ir", "cuda", "models", "data", "autograd", "kernels", "spec", "testing", "linalg"):
+    if name in ("nn", "optim", "ir", "cuda", "models", "data", "autograd", "kernels", "spec", "testing", "linalg",
+                "backends", "accelerator", "amp", "utils"):
         return importlib.import_module(f"{__name__}.{name}")
+    if name in ("set_float32_matmul_precision", "get_float32_matmul_precision"):
+        return getattr(importlib.import_module(f"{__name__}.cuda"), name)
+    if name in ("set_num_threads", "get_num_threads"):
+        return getattr(importlib.import_module(f"{__name__}.threads"), name)
+    if name == "autocast":
+        return importlib.import_module(f"{__name__}.amp").autocast
     if name in ("save", "load"):
         from . import serialization
         return getattr(serialization, name)

@@ -14,11 +14,20 @@ install command) when there is no usable GPU.
 
 from __future__ import annotations
 
+import sys
+import types
+
+from . import amp as _amp
 from .capture import capture_step as _capture
+from .device import normalize as _normalize
+from .errors import DeviceError
 from .kernels import cuda_available, get_kernels
+from .tensor import manual_seed as _seed_stream
 
 __all__ = ["is_available", "synchronize", "memory_stats", "reset_peak_memory_stats", "empty_cache",
-           "set_tf32", "tf32_enabled", "device_name", "capture_step"]
+           "set_tf32", "tf32_enabled", "device_name", "capture_step", "device_count", "current_device",
+           "set_device", "get_device_name", "manual_seed", "manual_seed_all", "memory_allocated",
+           "max_memory_allocated", "amp"]
 
 
 def is_available() -> bool:
@@ -32,9 +41,11 @@ def _load():
     return cupy
 
 
-def synchronize() -> None:
+def synchronize(device=None) -> None:
     """Wait until every kernel queued on the current GPU has finished."""
-    _load().cuda.Device().synchronize()
+    cupy = _load()
+    _cuda_index(device, "synchronize")
+    cupy.cuda.Device().synchronize()
 
 
 def memory_stats() -> dict:
@@ -58,7 +69,9 @@ def reset_peak_memory_stats() -> None:
 
 
 def empty_cache() -> None:
-    """Give the pool's cached, unused blocks back to the driver."""
+    """Give the pool's cached, unused blocks back to the driver (no effect without CUDA, as torch's)."""
+    if not is_available():
+        return
     _load()
     from .kernels.cuda import alloc
     alloc.free_cached()
@@ -67,8 +80,10 @@ def empty_cache() -> None:
 def set_tf32(enabled: bool) -> None:
     """Allow TF32 tensor cores in float32 matmul / bmm / linear (off by default: strict float32)."""
     _load()
-    from .kernels.cuda import set_tf32 as _set
-    _set(enabled)
+    _TF32.precision = "high" if enabled else "highest"
+    if enabled:
+        _TF32.cudnn = True
+    _apply_tf32()
 
 
 def tf32_enabled() -> bool:
@@ -89,3 +104,125 @@ def capture_step(fn, *example_inputs, warmup: int = 2):
     """Capture a training step's forward, loss and backward as a CUDA graph (see
     :mod:`torchlean.capture`); returns a :class:`~torchlean.capture.CapturedStep`."""
     return _capture(fn, *example_inputs, warmup=warmup)
+
+
+# ---- torch.cuda's device queries (this backend uses one GPU, cuda:0) ----------------------------
+
+def _cuda_index(device, where: str) -> int:
+    """0 for None, 0, "cuda", "cuda:0" or a device object naming it; DeviceError otherwise."""
+    if device is None:
+        return 0
+    if _normalize(device, where) != "cuda":
+        raise DeviceError(f"{where}: expected a CUDA device, got {device!r}")
+    return 0
+
+
+def device_count() -> int:
+    """The number of GPUs this backend uses: 1 when CUDA is available (it uses ``cuda:0`` only), else 0.
+
+        >>> import torchlean as tl
+        >>> tl.cuda.device_count() == (1 if tl.cuda.is_available() else 0)
+        True
+    """
+    return 1 if is_available() else 0
+
+
+def current_device() -> int:
+    """The index of the current GPU: always 0 (BackendUnavailableError without CUDA, as torch raises)."""
+    _load()
+    return 0
+
+
+def set_device(device) -> None:
+    """Select the GPU: only ``0`` / ``"cuda:0"`` exist on this backend (DeviceError for another index)."""
+    _load()
+    _cuda_index(device, "set_device")
+
+
+def get_device_name(device=None) -> str:
+    """The name of the GPU ``device`` (default: the current one), as torch's."""
+    _load()
+    _cuda_index(device, "get_device_name")
+    return device_name()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the stream CUDA tensors draw from. torchlean has one counter-based stream for every device,
+    so with CUDA available this seeds it as :func:`torchlean.manual_seed` does; without CUDA it has no
+    effect, as torch's (which queues the seed for a CUDA that never starts)."""
+    seed = int(seed)
+    if is_available():
+        _seed_stream(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """:func:`manual_seed` for every GPU (this backend uses one)."""
+    manual_seed(seed)
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by live CUDA tensors now (0 without CUDA, as torch's before CUDA starts)."""
+    _cuda_index(device, "memory_allocated")
+    return memory_stats()["live_bytes"] if is_available() else 0
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most bytes held by live CUDA tensors at once since the start or the last
+    :func:`reset_peak_memory_stats` (0 without CUDA)."""
+    _cuda_index(device, "max_memory_allocated")
+    return memory_stats()["peak_bytes"] if is_available() else 0
+
+
+# ---- the TF32 switch behind torch.backends and set_float32_matmul_precision ---------------------
+
+class _TF32:
+    """What the program asked for: ``precision`` of float32 matrix products (torch's
+    ``get_float32_matmul_precision``; not ``"highest"`` = ``backends.cuda.matmul.allow_tf32``) and
+    ``cudnn`` (``backends.cudnn.allow_tf32``, True by default as torch's)."""
+    precision = "highest"
+    cudnn = True
+
+
+def _apply_tf32() -> None:
+    """Set the one TF32 switch of this backend (it covers matmul and the GEMMs of convolutions):
+    on only when both the matmul precision and ``cudnn.allow_tf32`` allow it, so no product is less
+    precise than asked. Without CUDA there is no product to switch."""
+    if is_available():
+        from .kernels.cuda import set_tf32 as _set
+        _set(_TF32.precision != "highest" and _TF32.cudnn)
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """torch's ``set_float32_matmul_precision``: ``"highest"`` (strict float32, the default), ``"high"``
+    or ``"medium"`` (both allow TF32 on CUDA here: there is no bfloat16 product path). An unknown
+    value warns and changes nothing, as torch's.
+
+        >>> import torchlean as tl
+        >>> tl.set_float32_matmul_precision("high"); tl.get_float32_matmul_precision()
+        'high'
+        >>> tl.backends.cuda.matmul.allow_tf32
+        True
+        >>> tl.set_float32_matmul_precision("highest")
+    """
+    if precision not in ("highest", "high", "medium"):
+        import warnings
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
+                      "set_float32_matmul_precision call has no effect.", UserWarning, stacklevel=2)
+        return
+    _TF32.precision = precision
+    _apply_tf32()
+
+
+def get_float32_matmul_precision() -> str:
+    """The precision set by :func:`set_float32_matmul_precision` (``"highest"`` by default)."""
+    return _TF32.precision
+
+
+# ---- torch.cuda.amp: the CUDA spelling of torchlean.amp (deprecated in torch, warned the same) ----
+
+amp = types.ModuleType(__name__ + ".amp", "torch.cuda.amp: ``autocast`` and ``GradScaler`` for CUDA "
+                       "(see :mod:`torchlean.amp`; mixed precision is not supported yet).")
+amp.autocast = _amp.CudaAutocast
+amp.GradScaler = _amp.CudaGradScaler
+amp.__all__ = ["autocast", "GradScaler"]
+sys.modules[amp.__name__] = amp

@@ -1,139 +1,460 @@
-"""``tl.save`` / ``tl.load``: state dicts as safetensors files.
+"""``tl.save`` / ``tl.load``: checkpoints like torch's, as safetensors files, never pickle.
 
-A flat ``{str: Tensor | ndarray}`` (a module's ``state_dict()``) is written as a
-plain safetensors file that other tools read as is. Nested dicts and lists of
-tensors and plain values (an optimizer's ``state_dict()``, a checkpoint
-``{"model": ..., "optim": ..., "step": 10}``) keep their tensors in the file and
-their structure and scalars as JSON in the safetensors metadata. Files are written
-atomically (a temporary file in the same folder, then ``os.replace``), so an
-interrupted save never leaves a truncated checkpoint.
+``tl.save(obj, f)`` takes any nesting of dicts (also ``OrderedDict``, with str, int, float, bool,
+None or tuple keys), lists, tuples, ``Size``, sets, tensors, NumPy arrays, numbers, strings, bytes,
+None, bools and dtypes: a model's ``state_dict()``, an optimizer's, a checkpoint
+``{"model": ..., "optim": ..., "epoch": 3}``. Tensors go into a safetensors file; the structure
+and the plain values go, as JSON, into its metadata, with a SHA-256 digest of the whole content so
+a damaged file is refused instead of loading wrong values. A flat ``{str: tensor}`` is a plain
+safetensors file other tools read as is. Paths are written atomically (a temporary file in the
+same folder, then ``os.replace``).
 
-Uses ``safetensors`` (a dependency of torchlean; where it cannot be imported, ``tl.save`` and
-``tl.load`` raise :class:`~torchlean.errors.BackendUnavailableError` with the install command).
+``tl.load(f)`` reads those files and also PyTorch's own ``torch.save`` files (``.pt``, ``.pth``,
+``.bin``) through :mod:`torchlean.torch_pickle`'s restricted unpickler: tensors and plain
+containers only, no code is run, whatever ``weights_only`` says.
 
-    >>> import os, tempfile
+    >>> import io
     >>> import torchlean as tl
-    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
-    >>> tl.save({"w": tl.ones(2, 3)}, path)
-    >>> tl.load(path)["w"].shape
-    torchlean.Size([2, 3])
+    >>> buf = io.BytesIO()
+    >>> tl.save({"w": tl.ones(2, 3), "step": 10, "betas": (0.9, 0.999)}, buf)
+    >>> ckpt = tl.load(io.BytesIO(buf.getvalue()))
+    >>> ckpt["w"].shape, ckpt["step"], ckpt["betas"]
+    (torchlean.Size([2, 3]), 10, (0.9, 0.999))
 """
 
 from __future__ import annotations
 
+import base64
+import collections
+import hashlib
+import io
 import json
+import mmap as _mmap
 import os
 
 import numpy as np
 
+from .dtypes import NAMES, DType, dtype_of
+from .errors import BackendUnavailableError, DeviceError, TorchLeanError
 from .fileio import atomic_write
-from .errors import BackendUnavailableError, TorchLeanError
-from .tensor import Tensor, _place
+from .shape import Size
+from .tensor import Tensor, _place, device_name
+from .torch_pickle import UnpicklingError, is_torch_legacy, is_torch_zip, load_torch
 
-__all__ = ["save", "load"]
+__all__ = ["UnpicklingError", "load", "save"]
 
-_FORMAT = "torchlean.state_dict.v1"
+_FORMAT = "torchlean.state_dict.v2"      # v2: a content digest is always present
+_FORMAT_V1 = "torchlean.state_dict.v1"   # earlier files, without digest, still load
+_OUR_KEYS = ("tree", "order", "tensor_flags", "plain_dict")
+
+# safetensors dtype codes <-> torchlean dtype names
+_CODES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+          "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+_CODE_OF = {v: k for k, v in _CODES.items()}
 
 
 def _safetensors():
     try:
-        import safetensors.numpy as stn
+        import safetensors.numpy
     except ImportError as e:
-        raise BackendUnavailableError("tl.save / tl.load need the safetensors package: "
-                                      "pip install safetensors") from e
-    return stn
+        raise BackendUnavailableError("tl.save needs the safetensors package: pip install safetensors") from e
+    return safetensors.numpy
 
 
 def _is_array(v) -> bool:
     return isinstance(v, (Tensor, np.ndarray))
 
 
+def _contig(a: np.ndarray) -> np.ndarray:
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 def _host(v) -> np.ndarray:
-    a = v.numpy() if isinstance(v, Tensor) else np.asarray(v)
-    return np.ascontiguousarray(a)
+    return _contig(np.asarray(v._host() if isinstance(v, Tensor) else v))
 
 
-def _encode(obj, path, tensors):
-    """JSON skeleton of ``obj``; arrays are moved into ``tensors`` and referenced by name."""
-    if _is_array(obj):
+def _where(path):
+    return "/".join(path) or "top"
+
+
+class _Encoder:
+    """Turns an object tree into a JSON skeleton, moving arrays into ``tensors`` under unique names.
+    The same tensor object referenced twice is stored once and loads as one object, as in torch."""
+
+    def __init__(self):
+        self.tensors, self.seen = {}, {}
+
+    def array(self, obj, path):
+        if id(obj) in self.seen:
+            return {"__tensor__": self.seen[id(obj)][0]}
         name = "/".join(path) or "tensor"
         base, n = name, 1
-        while name in tensors:
+        while name in self.tensors:
             name = f"{base}#{n}"
             n += 1
-        tensors[name] = _host(obj)
-        return {"__tensor__": name}
-    if isinstance(obj, dict):
-        items = []
-        for k, v in obj.items():
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise TorchLeanError(f"save: dict keys must be str or int, got {k!r} at {'/'.join(path) or 'top'}")
-            items.append([k, _encode(v, path + [str(k)], tensors)])
-        return {"__dict__": items}
-    if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, path + [str(i)], tensors) for i, v in enumerate(obj)]}
-    if isinstance(obj, list):
-        return [_encode(v, path + [str(i)], tensors) for i, v in enumerate(obj)]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TorchLeanError(f"save: cannot store a value of type {type(obj).__name__} "
-                         f"at {'/'.join(path) or 'top'} (tensors, arrays, numbers, str, dict, list)")
+        self.tensors[name] = _host(obj)
+        self.seen[id(obj)] = (name, obj)      # keep obj alive so its id is not reused
+        node = {"__tensor__": name}
+        if isinstance(obj, np.ndarray):
+            node["numpy"] = True
+        else:
+            if obj.requires_grad:
+                node["requires_grad"] = True
+            if obj.device != "cpu":
+                node["device"] = obj.device
+        return node
+
+    def key(self, k, path):
+        if isinstance(k, tuple):
+            return {"__tuple__": [self.key(v, path) for v in k]}
+        if k is None or isinstance(k, (str, int, float)):
+            return k
+        raise TorchLeanError(f"save: dict keys must be str, int, float, bool, None or tuples of them, "
+                             f"got {type(k).__name__} {k!r:.40} at {_where(path)}")
+
+    def __call__(self, obj, path):
+        if _is_array(obj):
+            return self.array(obj, path)
+        if isinstance(obj, dict):
+            items = [[self.key(k, path), self(v, path + [str(k)])] for k, v in obj.items()]
+            node = {"__dict__": items}
+            if isinstance(obj, collections.OrderedDict):
+                node["ordered"] = True
+            elif type(obj) is not dict:
+                raise TorchLeanError(f"save: cannot store a {type(obj).__name__} at {_where(path)} "
+                                     f"(dict and OrderedDict are stored)")
+            return node
+        if isinstance(obj, Size):
+            return {"__size__": list(obj)}
+        if type(obj) is tuple:
+            return {"__tuple__": [self(v, path + [str(i)]) for i, v in enumerate(obj)]}
+        if type(obj) is list:
+            return [self(v, path + [str(i)]) for i, v in enumerate(obj)]
+        if isinstance(obj, (set, frozenset)) and type(obj) in (set, frozenset):
+            return {"__set__": [self.key(v, path) for v in obj], "frozen": type(obj) is frozenset}
+        if isinstance(obj, (bytes, bytearray)):
+            return {"__bytes__": base64.b64encode(bytes(obj)).decode("ascii"), "mutable": isinstance(obj, bytearray)}
+        if isinstance(obj, DType):
+            return {"__dtype__": obj.name}
+        if isinstance(obj, complex):
+            return {"__complex__": [obj.real, obj.imag]}
+        if isinstance(obj, np.generic) and obj.dtype.kind in "biuf":
+            return obj.item()
+        if obj is None or type(obj) in (bool, int, float, str):
+            return obj
+        if type(obj).__name__ == "device" and isinstance(getattr(obj, "type", None), str):
+            return {"__device__": str(obj)}
+        raise TorchLeanError(f"save: cannot store a value of type {type(obj).__name__} at {_where(path)} "
+                             f"(tensors, arrays, numbers, str, bytes, None, dtypes, dict, list, tuple, set)")
 
 
 def _decode(node, tensors):
     if isinstance(node, list):
         return [_decode(v, tensors) for v in node]
-    if isinstance(node, dict):
+    if not isinstance(node, dict):
+        return node
+    if "__tensor__" in node:
+        return tensors[node["__tensor__"]]
+    if "__dict__" in node:
+        out = collections.OrderedDict() if node.get("ordered") else {}
+        for k, v in node["__dict__"]:
+            out[_decode(k, tensors)] = _decode(v, tensors)
+        return out
+    if "__tuple__" in node:
+        return tuple(_decode(v, tensors) for v in node["__tuple__"])
+    if "__size__" in node:
+        return Size(node["__size__"])
+    if "__set__" in node:
+        return (frozenset if node.get("frozen") else set)(_decode(v, tensors) for v in node["__set__"])
+    if "__bytes__" in node:
+        b = base64.b64decode(node["__bytes__"], validate=True)
+        return bytearray(b) if node.get("mutable") else b
+    if "__dtype__" in node:
+        return NAMES[node["__dtype__"]]
+    if "__complex__" in node:
+        return complex(*node["__complex__"])
+    if "__device__" in node:
+        return node["__device__"]
+    raise TorchLeanError(f"load: unknown record {sorted(node)[:3]} in the checkpoint's structure")
+
+
+def _digest(meta: dict, entries) -> str:
+    """SHA-256 of the metadata (less the digest) and of every tensor's name, dtype, shape and bytes."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode())
+    for name, code, shape, data in sorted(entries, key=lambda e: e[0]):
+        h.update(json.dumps([name, code, list(shape), len(data)]).encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def _tensor_walk(node, out):
+    """Every tensor record of a JSON skeleton (for the per-tensor device, grad and NumPy flags)."""
+    if isinstance(node, list):
+        for v in node:
+            _tensor_walk(v, out)
+    elif isinstance(node, dict):
         if "__tensor__" in node:
-            return tensors[node["__tensor__"]]
-        if "__tuple__" in node:
-            return tuple(_decode(v, tensors) for v in node["__tuple__"])
-        return {k: _decode(v, tensors) for k, v in node["__dict__"]}
-    return node
+            out.append(node)
+        for v in node.values():
+            if isinstance(v, (list, dict)):
+                _tensor_walk(v, out)
 
 
-def save(obj, path) -> None:
-    """Write a state dict (or a nested dict of them) to ``path`` as safetensors, atomically.
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False) -> None:
+    """Save ``obj`` (nested dicts, lists, tuples of tensors, arrays, numbers, strings, ...) to ``f``.
 
-    Tensors on any device are copied to the host; their dtype and shape are kept.
+    ``f`` is a path (written atomically) or a binary file object. The file is safetensors with the
+    structure as JSON in its metadata and a SHA-256 content digest; no pickle. ``pickle_module``,
+    ``pickle_protocol``, ``_use_new_zipfile_serialization`` and ``_disable_byteorder_record`` are
+    torch's pickle options: accepted for compatibility, they have no effect here (nothing is pickled).
+
+        >>> import io
+        >>> import torchlean as tl
+        >>> buf = io.BytesIO()
+        >>> tl.save([tl.tensor(3), None, "a"], buf)
+        >>> tl.load(io.BytesIO(buf.getvalue()))
+        [tensor(3), None, 'a']
     """
-    stn = _safetensors()
-    if not isinstance(obj, dict):
-        raise TorchLeanError(f"save: expected a dict (a state dict), got {type(obj).__name__}")
-    flat = all(isinstance(k, str) for k in obj) and all(_is_array(v) for v in obj.values())
+    st = _safetensors()
+    flat = isinstance(obj, dict) and type(obj) in (dict, collections.OrderedDict) and len(obj) > 0 \
+        and all(isinstance(k, str) for k in obj) and all(isinstance(v, Tensor) for v in obj.values()) \
+        and len({id(v) for v in obj.values()}) == len(obj)
     meta = {"format": _FORMAT}
     if flat:
         tensors = {k: _host(v) for k, v in obj.items()}
         meta["order"] = json.dumps(list(obj))
+        extra = {k: {**({"requires_grad": True} if v.requires_grad else {}),
+                     **({"device": v.device} if v.device != "cpu" else {})} for k, v in obj.items()}
+        extra = {k: v for k, v in extra.items() if v}
+        if extra:
+            meta["tensor_flags"] = json.dumps(extra)
+        if type(obj) is dict:
+            meta["plain_dict"] = "1"
     else:
-        tensors = {}
-        meta["tree"] = json.dumps(_encode(obj, [], tensors))
-    data = stn.save(tensors, metadata=meta)
-    atomic_write(path, data)
+        enc = _Encoder()
+        meta["tree"] = json.dumps(enc(obj, []))
+        tensors = enc.tensors
+    entries = []
+    for name, a in tensors.items():
+        code = _CODE_OF.get(dtype_of(a.dtype).name)
+        if code is None:
+            raise TorchLeanError(f"save: tensor {name!r} has dtype {a.dtype}, which safetensors cannot store")
+        entries.append((name, code, a.shape, a.reshape(-1).view(np.uint8)))   # the bytes, not a copy
+    meta["sha256"] = _digest(meta, entries)
+    data = st.save(tensors, metadata=meta)
+    if isinstance(f, (str, os.PathLike)):
+        atomic_write(f, data)
+    elif hasattr(f, "write"):
+        f.write(data)
+    else:
+        raise TorchLeanError(f"save: f must be a path or a binary file object, got {type(f).__name__}")
 
 
-def load(path, device: str = "cpu"):
-    """Read a file written by :func:`save` (or any safetensors file) as Tensors on ``device``.
+def _read_safetensors(buf, where):
+    """Header and ``{name: (code, shape, bytes-like)}`` of a safetensors buffer, validated as the
+    format requires (header size, JSON, known dtypes, byte ranges that tile the data exactly)."""
+    def bad(why):
+        return TorchLeanError(f"load: {where} is not a valid safetensors or torch.save file ({why})")
 
-    A flat state dict comes back as ``{name: Tensor}`` in its saved order; nested
-    structures come back as they were saved, with numbers and strings restored.
-    """
-    stn = _safetensors()
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    if len(buf) < 8:
+        raise bad(f"{len(buf)} bytes")
+    hlen = int.from_bytes(buf[:8], "little")
+    if hlen > len(buf) - 8 or hlen > 100_000_000:
+        raise bad(f"header length {hlen} beyond the file's {len(buf)} bytes")
     try:
-        arrays = stn.load(data)
-        hlen = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8:8 + hlen])
-    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types
-        raise TorchLeanError(f"load: {path!r} is not a valid safetensors file ({e})") from e
-    meta = header.get("__metadata__") or {}
-    tensors = {k: _place(np.ascontiguousarray(a), device, False) for k, a in arrays.items()}
-    if "tree" in meta:
-        return _decode(json.loads(meta["tree"]), tensors)
-    order = json.loads(meta["order"]) if "order" in meta else \
-        sorted(tensors, key=lambda k: header[k]["data_offsets"][0])
-    return {k: tensors[k] for k in order}
+        header = json.loads(bytes(buf[8:8 + hlen]).decode("utf-8"), object_pairs_hook=_unique)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise bad(f"header is not JSON: {e}") from e
+    if not isinstance(header, dict):
+        raise bad("header is not a JSON object")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise bad("metadata is not a map of strings")
+    start, spans, out = 8 + hlen, [], {}
+    for name, info in header.items():
+        try:
+            code, shape, (a, b) = info["dtype"], [int(n) for n in info["shape"]], info["data_offsets"]
+            npd = np.dtype(NAMES[_CODES[code]].dtype)
+        except (KeyError, TypeError, ValueError) as e:
+            raise bad(f"tensor {name!r}: bad record {info!r:.80}") from e
+        if not (isinstance(a, int) and isinstance(b, int)) or min(shape, default=0) < 0 \
+                or b - a != int(np.prod(shape)) * npd.itemsize:
+            raise bad(f"tensor {name!r}: byte range {a}..{b} does not fit dtype {code} and shape {shape}")
+        spans.append((a, b))
+        out[name] = (code, shape, npd, a, b)
+    end = 0
+    for a, b in sorted(spans):
+        if a != end:
+            raise bad(f"tensor byte ranges overlap or leave a gap at {end}")
+        end = b
+    if start + end != len(buf):
+        raise bad(f"data is {len(buf) - start} bytes, the header accounts for {end}")
+    return meta, {n: (c, s, npd, buf[start + a:start + b])
+                  for n, (c, s, npd, a, b) in sorted(out.items(), key=lambda e: e[1][3])}
+
+
+def _unique(pairs):
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("a key appears twice")
+    return d
+
+
+def _target(map_location, saved: str):
+    """The device a tensor saved on ``saved`` loads onto (torch's map_location rules); a callable
+    map_location is handled by the caller."""
+    if map_location is None:
+        return saved
+    if isinstance(map_location, dict):
+        return map_location.get(saved, saved)
+    return map_location
+
+
+def _placer(map_location):
+    def place(a, location, requires_grad):
+        a = _contig(a)
+        if callable(map_location) and not isinstance(map_location, (str, dict)) \
+                and not hasattr(map_location, "type"):
+            t = Tensor(a)
+            out = map_location(t, location)
+            if out is None:
+                out = t
+            if not isinstance(out, Tensor):
+                raise TorchLeanError(f"load: map_location returned {type(out).__name__}, expected a tensor")
+            out.requires_grad = bool(requires_grad)
+            return out
+        target = _target(map_location, location)
+        try:
+            dev = device_name(target)
+        except DeviceError as e:
+            raise DeviceError(f"load: map_location {map_location!r} for a tensor saved on {location!r}: {e}") from e
+        try:
+            return _place(a, dev, requires_grad)
+        except TorchLeanError as e:
+            hint = "; pass map_location='cpu'" if map_location is None else ""
+            raise type(e)(f"load: a tensor saved on {location!r} cannot be placed on {dev!r} ({e}){hint}") from e
+    return place
+
+
+def _open(f, mmap):
+    if isinstance(f, (str, os.PathLike)):
+        where = repr(os.fspath(f))
+        fh = open(f, "rb")  # noqa: SIM115 - closed by load's finally
+        if mmap:
+            try:
+                return _mmap.mmap(fh.fileno(), 0, access=_mmap.ACCESS_READ), where, fh
+            except ValueError:          # an empty file cannot be mapped
+                return b"", where, fh
+        return fh, where, fh
+    if mmap:
+        raise TorchLeanError("load: mmap=True needs f to be a path, not a file object (as in torch)")
+    if not hasattr(f, "read"):
+        raise TorchLeanError(f"load: f must be a path or a binary file object, got {type(f).__name__}")
+    return f, "the file object", None
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
+    """Read a checkpoint written by :func:`save`, any safetensors file, or a ``torch.save`` file.
+
+    ``map_location`` follows torch: None (each tensor on the device it was saved from), a device
+    string or object, a dict ``{saved: target}``, or a callable ``(tensor, location) -> tensor``.
+    Nothing in a file is ever run: torch files are read by a restricted unpickler that accepts
+    tensors and plain containers only, for every ``weights_only`` value (torch's ``weights_only=False``
+    would run a file's code; here it changes nothing). ``mmap=True`` (paths only) maps the file
+    instead of reading it into memory first; tensors are still copied out. ``pickle_module`` and
+    ``pickle_load_args`` are accepted for torch compatibility and have no effect.
+
+        >>> import io
+        >>> import torchlean as tl
+        >>> buf = io.BytesIO()
+        >>> tl.save({"w": tl.zeros(2, dtype=tl.int64)}, buf)
+        >>> tl.load(io.BytesIO(buf.getvalue()), map_location="cpu")["w"]
+        tensor([0, 0])
+    """
+    if weights_only not in (None, True, False):
+        raise TorchLeanError(f"load: weights_only must be True, False or None, got {weights_only!r}")
+    fobj, where, owned = _open(f, mmap)
+    try:
+        place = _placer(map_location)
+        if isinstance(fobj, _mmap.mmap):
+            head = fobj[:4]
+        else:
+            if not fobj.seekable():
+                fobj = io.BytesIO(fobj.read())
+            head = fobj.read(4)
+            fobj.seek(-len(head), 1)
+        if is_torch_zip(head) or is_torch_legacy(head):
+            # zipfile wants a file object: a BytesIO over the map reads storages from it as needed
+            return load_torch(io.BufferedReader(_MapReader(fobj)) if isinstance(fobj, _mmap.mmap) else fobj, place)
+        buf = fobj if isinstance(fobj, _mmap.mmap) else memoryview(fobj.read())
+        return _load_safetensors(buf, where, place)
+    finally:
+        if isinstance(fobj, _mmap.mmap):
+            fobj.close()
+        if owned is not None:
+            owned.close()
+
+
+class _MapReader(io.RawIOBase):
+    """A read-only, seekable raw file over a memory map (what zipfile needs)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, pos, whence=0):
+        return self.m.seek(pos, whence) or self.m.tell()
+
+    def tell(self):
+        return self.m.tell()
+
+    def readinto(self, b):
+        data = self.m.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+def _load_safetensors(buf, where, place):
+    meta, entries = _read_safetensors(buf, where)
+    if "sha256" in meta:
+        got = _digest(meta, [(n, c, s, d) for n, (c, s, _, d) in entries.items()])
+        if got != meta["sha256"]:
+            raise TorchLeanError(f"load: {where} is damaged: its content digest does not match (sha256 {got[:12]}... "
+                                 f"!= recorded {meta['sha256'][:12]}...)")
+        if meta.get("format") != _FORMAT:
+            raise TorchLeanError(f"load: {where}: unknown checkpoint format {meta.get('format')!r}")
+    elif meta.get("format") == _FORMAT or (meta.get("format") != _FORMAT_V1 and any(k in meta for k in _OUR_KEYS)):
+        raise TorchLeanError(f"load: {where} is damaged: a torchlean checkpoint without its content digest "
+                             f"(format {meta.get('format')!r})")
+    arrays = {n: np.frombuffer(d, dtype=npd).reshape(s) for n, (c, s, npd, d) in entries.items()}
+    try:
+        if "tree" in meta:
+            tree = json.loads(meta["tree"])
+            records = []
+            _tensor_walk(tree, records)
+            flags = {}
+            for r in records:          # a repeated tensor's later records are bare references
+                flags.setdefault(r["__tensor__"], r)
+            tensors = {}
+            for n, a in arrays.items():
+                r = flags.get(n, {})
+                tensors[n] = a.copy() if r.get("numpy") else \
+                    place(a.copy(), r.get("device", "cpu"), bool(r.get("requires_grad")))
+            return _decode(tree, tensors)
+        flags = json.loads(meta.get("tensor_flags", "{}"))
+        tensors = {n: place(a.copy(), flags.get(n, {}).get("device", "cpu"),
+                            bool(flags.get(n, {}).get("requires_grad"))) for n, a in arrays.items()}
+        order = json.loads(meta["order"]) if "order" in meta else list(tensors)   # else: file order
+        out = {} if meta.get("plain_dict") or "format" not in meta else collections.OrderedDict()
+        for k in order:
+            out[k] = tensors[k]
+        return out
+    except (KeyError, TypeError, ValueError) as e:
+        raise TorchLeanError(f"load: {where} has a damaged structure record ({type(e).__name__}: {e})") from e

@@ -20,6 +20,7 @@ import numpy as np
 from . import autograd
 from .autograd import (Variable, device_of, enable_grad, inference_mode, is_grad_enabled, no_grad, record,  # noqa: F401
                        set_grad_enabled)
+from .device import CPU as _CPU, CUDA0 as _CUDA0, normalize as _normalize_device
 from .errors import AutogradError, DeviceError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
 from .kernels import get_kernels
 from .shape import Size
@@ -34,16 +35,7 @@ from .dtypes import (DType, as_dtype, bool_, dtype_of, float32, float64, get_def
 
 def device_name(device) -> str:
     """``"cpu"`` or ``"cuda"`` from a device string (``"cuda:0"``) or a device object (its ``.type``)."""
-    d = device if isinstance(device, str) else getattr(device, "type", None)
-    idx = getattr(device, "index", None) if not isinstance(device, str) else None
-    if isinstance(d, str) and ":" in d:
-        d, _, i = d.partition(":")
-        idx = int(i) if i.isdigit() else i
-    if d not in ("cpu", "cuda"):
-        raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda' (or 'cuda:0')")
-    if d == "cuda" and idx not in (None, 0):
-        raise DeviceError(f"device {device!r}: only one CUDA device (cuda:0) is used by this backend")
-    return d
+    return _normalize_device(device, "to")
 
 
 #: torch's legacy tensor type names (``x.type()``).
@@ -179,8 +171,9 @@ class Tensor(Variable):
         return dtype_of(self._value.dtype)
 
     @property
-    def device(self) -> str:
-        return device_of(self._value)
+    def device(self):
+        """torch's device object (a :class:`torchlean.device`, also equal to ``"cpu"``/``"cuda"``)."""
+        return _CPU if device_of(self._value) == "cpu" else _CUDA0
 
     @property
     def is_cuda(self) -> bool:

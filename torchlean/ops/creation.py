@@ -32,9 +32,10 @@ import secrets
 
 import numpy as np
 
+from ..device import normalize as _normalize_device
 from ..dtypes import (_BY_NP, DType, as_dtype, bool_, finfo, float32, float64, get_default_dtype, iinfo, int64,
                       promote_types)
-from ..errors import DeviceError, DomainError, DTypeError, ShapeError
+from ..errors import DomainError, DTypeError, ShapeError
 from ..kernels import get_kernels
 from ..spec.rng import random_bits
 from ..tensor import _RNG, Tensor, next_rng_key, no_grad
@@ -52,15 +53,9 @@ def _inert(op, kw):
         raise DTypeError(f"{op}: unexpected keyword argument {bad[0]!r}")
 
 
-def _device(device, default="cpu") -> str:
-    if device is None:
-        return default
-    d = getattr(device, "type", device)
-    if isinstance(d, str):
-        d = d.split(":")[0]
-    if d not in ("cpu", "cuda"):
-        raise DeviceError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
-    return d
+def _device(device, default=None) -> str:
+    # None: ``default`` (a tensor's own device) or else the default device (tl.set_default_device)
+    return _normalize_device(default if device is None else device, "device")
 
 
 def _int(op, v, what):

@@ -1,4 +1,5 @@
-"""``tl.optim``: optimizers with PyTorch's defaults and update rules, and LR schedulers.
+"""``tl.optim``: PyTorch's optimizers (defaults, update rules, state-dict layout) and
+``tl.optim.lr_scheduler``.
 
     >>> import torchlean as tl
     >>> w = tl.nn.Parameter(tl.tensor([3.0]))
@@ -10,6 +11,8 @@
 """
 
 from . import lr_scheduler
-from .optimizer import SGD, Adadelta, Adagrad, Adam, AdamW, Optimizer, RMSprop
+from .optimizer import (LBFGS, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, Optimizer, RAdam, RMSprop,
+                        Rprop)
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "Adagrad", "RMSprop", "Adadelta",
+           "Rprop", "LBFGS", "lr_scheduler"]
