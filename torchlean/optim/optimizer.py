@@ -174,8 +174,8 @@ class Optimizer:
 
     @classmethod
     def _save_value(cls, key, v, p):
-        if key in _SCALAR_STATE and isinstance(v, numbers.Real):
-            return Tensor(get_kernels(p.device).from_host(np.array(v, dtype=np.float32), np.float32))
+        if key in _SCALAR_STATE and isinstance(v, numbers.Real):  # on the CPU, as torch keeps ``step``
+            return Tensor(np.array(v, dtype=np.float32))
         if _is_array(v):
             return Tensor(v)
         if isinstance(v, np.generic) and v.dtype.kind == "f":   # LBFGS's scalars: 0-d tensors, as PyTorch's
