@@ -428,3 +428,13 @@ def test_spawn_context():
     ds = tld.TensorDataset(tl.arange(6).float())
     dl = tld.DataLoader(ds, batch_size=4, num_workers=1, multiprocessing_context="spawn")
     assert [b[0].tolist() for b in dl] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0]]
+
+
+def test_base_classes_name_the_missing_method():
+    from torchlean.errors import AbstractMethodError
+    from torchlean.utils.data import Dataset, IterableDataset, Sampler
+    for call, what in ((lambda: Dataset()[0], "__getitem__"), (lambda: iter(IterableDataset()), "__iter__"),
+                       (lambda: iter(Sampler()), "__iter__")):
+        with pytest.raises(NotImplementedError, match=what) as e:   # torch's class, caught as in torch
+            call()
+        assert isinstance(e.value, AbstractMethodError)

@@ -55,6 +55,11 @@ class LinAlgError(TorchLeanError, RuntimeError):
     cholesky): torch.linalg.LinAlgError."""
 
 
+class AbstractMethodError(TorchLeanError, NotImplementedError):
+    """A base class's method that a user's subclass must define was called (torch's
+    ``NotImplementedError`` of ``Dataset.__getitem__``, ``Sampler.__iter__``, ...)."""
+
+
 def fmt_shapes(*shapes) -> str:
     """Render shapes the same way in every message: ``(2, 3) and (4,)``."""
     return " and ".join(str(tuple(s)) for s in shapes)

@@ -19,56 +19,18 @@ F = functional
 __all__ = ["F", "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
            "ModuleDict", "IncompatibleKeys", "ParameterList", "ParameterDict", "RemovableHandle"] + _modules.__all__
 
-from .layers import *  # noqa: E402,F401,F403 - LayerNorm, BatchNorm*, SpectralConv1d, SelectiveScan
-from . import layers as _layers  # noqa: E402
+# The layers by family, each in its own module (nn/<family>.py).
+__all__ += [n for n in functional._reexport(globals(), __name__, ("layers", "norms", "activations", "losses",
+                                                                  "resample", "recurrent", "pooling", "transformer",
+                                                                  "sparse", "lazy", "extra"))
+            if n not in __all__]
 
-__all__ += _layers.__all__
-
-from . import norms as _norms  # noqa: E402
-from .norms import *  # noqa: E402,F401,F403 - GroupNorm, InstanceNorm*, RMSNorm, LocalResponseNorm, ...
-
-__all__ += [n for n in _norms.__all__ if n not in __all__]
-from . import activations as _activations  # noqa: E402
-from .activations import *  # noqa: E402,F401,F403 - ReLU6, PReLU, ELU, Mish, Hardswish, GLU, ...
-
-__all__ += [n for n in _activations.__all__ if n not in __all__]
-from . import losses as _losses  # noqa: E402
-from .losses import *  # noqa: E402,F401,F403 - CrossEntropyLoss, MSELoss, BCEWithLogitsLoss, CTCLoss, ...
-
-__all__ += [n for n in _losses.__all__ if n not in __all__]
-from . import resample as _resample  # noqa: E402
-from .resample import *  # noqa: E402,F401,F403 - padding modules, adaptive pools, Upsample, PixelShuffle, ...
-
-__all__ += [n for n in _resample.__all__ if n not in __all__]
-from . import recurrent as _recurrent  # noqa: E402
-from .recurrent import *  # noqa: E402,F401,F403 - RNN, LSTM, GRU and their cells
-
-__all__ += [n for n in _recurrent.__all__ if n not in __all__]
-from . import pooling as _pooling  # noqa: E402
-from .pooling import *  # noqa: E402,F401,F403 - Conv*, ConvTranspose*, MaxPool*, MaxUnpool*, AvgPool*, ...
-
-__all__ += [n for n in _pooling.__all__ if n not in __all__]
-from . import transformer as _transformer  # noqa: E402
-from .transformer import *  # noqa: E402,F401,F403 - MultiheadAttention, Transformer*, ...
-
-__all__ += [n for n in _transformer.__all__ if n not in __all__]
-from . import sparse as _sparse  # noqa: E402
-from .sparse import *  # noqa: E402,F401,F403 - Embedding, EmbeddingBag
-
-__all__ += [n for n in _sparse.__all__ if n not in __all__]
-from . import lazy as _lazy  # noqa: E402
-from .lazy import *  # noqa: E402,F401,F403 - LazyLinear, LazyConv*, LazyBatchNorm*, LazyInstanceNorm*, ...
-
-__all__ += [n for n in _lazy.__all__ if n not in __all__]
-from . import extra as _extra  # noqa: E402
-from .extra import *  # noqa: E402,F401,F403 - FractionalMaxPool2d/3d
-
-__all__ += [n for n in _extra.__all__ if n not in __all__]
 from . import parallel  # noqa: E402
+from .lazy import UninitializedBuffer, UninitializedParameter  # noqa: E402
 from .parallel import DataParallel  # noqa: E402
 from .parameter import Buffer  # noqa: E402
 from . import parameter as _parameter  # noqa: E402
 
-_parameter.UninitializedParameter = _lazy.UninitializedParameter  # torch.nn.parameter's names
-_parameter.UninitializedBuffer = _lazy.UninitializedBuffer
+_parameter.UninitializedParameter = UninitializedParameter  # torch.nn.parameter's names
+_parameter.UninitializedBuffer = UninitializedBuffer
 __all__ += ["parallel", "DataParallel", "Buffer"]

@@ -93,41 +93,21 @@ def one_hot(tensor, num_classes=-1):
     return (t.unsqueeze(-1) == classes).long()
 
 
-from .functional_layers import *  # noqa: E402,F401,F403 - conv, pooling, normalization, attention, ...
-from . import functional_layers as _fl  # noqa: E402
+def _reexport(namespace: dict, package: str, families) -> list:
+    """Bind every ``__all__`` name of the modules ``package.<family>`` in ``namespace`` (a star
+    import per family, in order: a later family's name wins) and return the names."""
+    import importlib
+    names = []
+    for family in families:
+        mod = importlib.import_module(f"{package}.{family}")
+        namespace.update((n, getattr(mod, n)) for n in mod.__all__)
+        names += [n for n in mod.__all__ if n not in names]
+    return names
 
-__all__ += _fl.__all__
 
 # The families of functionals, each in its own module.
-from . import functional_norms as _fnorms  # noqa: E402
-from .functional_norms import *  # noqa: E402,F401,F403 - batch/group/instance/layer/rms/local-response norm
-
-__all__ += [n for n in _fnorms.__all__ if n not in __all__]
-from . import functional_activations as _fact  # noqa: E402
-from .functional_activations import *  # noqa: E402,F401,F403 - the activations, normalize, similarities
-
-__all__ += [n for n in _fact.__all__ if n not in __all__]
-from . import functional_losses as _floss  # noqa: E402
-from .functional_losses import *  # noqa: E402,F401,F403 - every loss of torch.nn.functional
-
-__all__ += [n for n in _floss.__all__ if n not in __all__]
-from . import functional_resample as _fres  # noqa: E402
-from .functional_resample import *  # noqa: E402,F401,F403 - pad, adaptive pools, interpolate, fold/unfold, ...
-
-__all__ += [n for n in _fres.__all__ if n not in __all__]
-from . import functional_pooling as _fpool  # noqa: E402
-from .functional_pooling import *  # noqa: E402,F401,F403 - max/avg pools with every option, unpool, grid_sample, ...
-
-__all__ += [n for n in _fpool.__all__ if n not in __all__]
-from . import functional_attention as _fattn  # noqa: E402
-from .functional_attention import *  # noqa: E402,F401,F403 - scaled_dot_product_attention, multi_head_attention_forward
-
-__all__ += [n for n in _fattn.__all__ if n not in __all__]
-from . import functional_sparse as _fsparse  # noqa: E402
-from .functional_sparse import *  # noqa: E402,F401,F403 - embedding, embedding_bag
-
-__all__ += [n for n in _fsparse.__all__ if n not in __all__]
-from . import functional_extra as _fextra  # noqa: E402
-from .functional_extra import *  # noqa: E402,F401,F403 - fractional max pool, gumbel_softmax, pdist, relu_, ...
-
-__all__ += [n for n in _fextra.__all__ if n not in __all__]
+__all__ += [n for n in _reexport(globals(), __name__.rpartition(".")[0],
+                                 ("functional_layers", "functional_norms", "functional_activations",
+                                  "functional_losses", "functional_resample", "functional_pooling",
+                                  "functional_attention", "functional_sparse", "functional_extra"))
+            if n not in __all__]

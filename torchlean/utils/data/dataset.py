@@ -21,7 +21,7 @@ import math
 import warnings
 from typing import Generic, TypeVar
 
-from ...errors import DTypeError, ShapeError
+from ...errors import AbstractMethodError, DTypeError, ShapeError
 from ...ops import randperm
 from ._utils.errors import IndexValueError
 
@@ -54,7 +54,7 @@ class Dataset(Generic[T_co]):
     """
 
     def __getitem__(self, index):
-        raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
+        raise AbstractMethodError(f"{type(self).__name__}: subclasses of Dataset should implement __getitem__.")
 
     def __add__(self, other):
         return ConcatDataset([self, other])
@@ -73,7 +73,7 @@ class IterableDataset(Dataset[T_co]):
     """
 
     def __iter__(self):
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+        raise AbstractMethodError(f"{type(self).__name__}: subclasses of IterableDataset should implement __iter__.")
 
     def __add__(self, other):
         return ChainDataset([self, other])

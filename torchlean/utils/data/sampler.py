@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from typing import Generic, TypeVar
 
-from ...errors import DTypeError, ShapeError
+from ...errors import AbstractMethodError, DTypeError, ShapeError
 from ...ops import Generator, as_tensor, multinomial, randint, randperm
 from ...ops.creation import default_generator
 from ...spec.rng import random_bits
@@ -51,7 +51,7 @@ class Sampler(Generic[T_co]):
     """Base class: subclasses define ``__iter__`` over indices (and ``__len__`` where known)."""
 
     def __iter__(self):
-        raise NotImplementedError
+        raise AbstractMethodError(f"{type(self).__name__}: subclasses of Sampler should implement __iter__.")
 
 
 class SequentialSampler(Sampler[int]):
