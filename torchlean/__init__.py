@@ -40,6 +40,6 @@ def __getattr__(name):
         from . import serialization
         return getattr(serialization, name)
     if name == "compile":
-        from .ir import compile_module
-        return compile_module
+        from .ir.jit import compile
+        return compile
     raise AttributeError(f"module 'torchlean' has no attribute {name!r}")

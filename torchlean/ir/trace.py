@@ -57,12 +57,14 @@ class Traced:
 
     ``bindings`` maps each payload key that stands for a parameter to that
     Parameter object (a tied parameter appears under several keys);
-    ``single`` is True when the call returned one tensor, not a tuple/list.
+    ``single`` is True when the call returned one tensor, not a tuple/list; ``result`` is what the
+    call itself returned (eager tensors, recorded on the tape as usual).
     """
     graph: Graph
     payload: Payload
     bindings: dict = field(default_factory=dict)
     single: bool = True
+    result: object = None           # what the traced (eager) call returned
 
 
 def _host(v):
@@ -88,8 +90,9 @@ def _host_attr(v):
 class _Recorder:
     """The tracer the front end calls: ``(name, ts, attrs, out)`` for every op."""
 
-    def __init__(self, params: dict | None):
+    def __init__(self, params: dict | None, buffers: dict | None = None):
         self.params = params            # id(tensor) -> name, or None: every requires_grad leaf
+        self.buffers = buffers or {}    # id(tensor) -> name: const leaves the caller re-binds each call
         self.nodes: list = []
         self.payload = Payload()
         self.bindings: dict = {}
@@ -128,6 +131,8 @@ class _Recorder:
             self.bindings[(i, "value")] = t
         else:
             i = self._add("const", (), t.shape)
+            if id(t) in self.buffers:
+                self.bindings[(i, "value")] = t
         self.payload[(i, "value")] = value
         self.node_of[id(t)] = i
         self.keep.append(t)
@@ -168,7 +173,7 @@ class _Recorder:
                 continue
             self.payload[(i, s)] = _host(t._value).copy()
             self.keep.append(t)
-            if self._param_name(t) is not None:
+            if self._param_name(t) is not None or id(t) in self.buffers:
                 self.bindings[(i, s)] = t
         return i
 
@@ -190,8 +195,14 @@ class _Recorder:
         return self.ref(t)
 
 
-def trace_call(module_or_fn, *example_inputs) -> Traced:
-    """:func:`trace` with the parameter bindings and the output structure (a :class:`Traced`)."""
+def trace_call(module_or_fn, *example_inputs, params=None, buffers=None) -> Traced:
+    """:func:`trace` with the parameter bindings and the output structure (a :class:`Traced`).
+
+    ``params`` / ``buffers`` (``{name: tensor}``) name the parameters and buffers explicitly
+    (default: a Module's own ``named_parameters()`` and no buffers, a function's every leaf that
+    requires grad). Buffers stay ``const`` nodes but are listed in ``bindings`` too, so a caller can
+    hand the program their current values on every call instead of the traced snapshot.
+    """
     if not callable(module_or_fn):
         raise TorchLeanError(f"trace: expected a Module or a function, got {type(module_or_fn).__name__}")
     inputs = []
@@ -203,10 +214,11 @@ def trace_call(module_or_fn, *example_inputs) -> Traced:
         else:
             raise TorchLeanError(f"trace: example input {k} must be a Tensor or an array, "
                                  f"got {type(x).__name__}")
-    params = None
-    if hasattr(module_or_fn, "named_parameters"):
+    if params is not None:
+        params = {id(p): name for name, p in params.items()}
+    elif hasattr(module_or_fn, "named_parameters"):
         params = {id(p): name for name, p in module_or_fn.named_parameters()}
-    rec = _Recorder(params)
+    rec = _Recorder(params, {id(b): name for name, b in (buffers or {}).items()})
     for k, x in enumerate(inputs):
         rec.add_input(x, k)
     with tracing(rec):
@@ -220,7 +232,7 @@ def trace_call(module_or_fn, *example_inputs) -> Traced:
         check(g, rec.payload)
     except IRError as e:
         raise IRError(f"trace: the recorded graph does not check: {e}") from None
-    return Traced(g, rec.payload, rec.bindings, single)
+    return Traced(g, rec.payload, rec.bindings, single, res)
 
 
 def trace(module_or_fn, *example_inputs) -> tuple:
