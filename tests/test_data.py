@@ -1,7 +1,7 @@
 """torchlean.data: loaders, digits, Burgers' equation, the standard-library text corpus."""
 
-import importlib.util
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -131,9 +131,6 @@ def test_random_split():
 
 # ---- digits ---------------------------------------------------------------------------------
 
-# find_spec, not importorskip: the data set is read from scikit-learn's files without
-# importing it, and importing it would cost a second.
-@pytest.mark.skipif(importlib.util.find_spec("sklearn") is None, reason="needs scikit-learn")
 def test_digits_split_balance_and_range():
     from torchlean.data import as_images, load_digits
     x, y = load_digits("train")
@@ -163,13 +160,19 @@ def test_digits_split_balance_and_range():
         load_digits("valid")
 
 
-def test_digits_without_sklearn(monkeypatch):
+def test_digits_need_no_scikit_learn(monkeypatch):
     from torchlean.data import digits
-    from torchlean.errors import BackendUnavailableError
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
-    with pytest.raises(BackendUnavailableError, match="pip install scikit-learn"):
-        digits.load_digits()
+    monkeypatch.setitem(sys.modules, "sklearn", None)             # importing it would fail
+    x, y = digits.load_digits("all", normalize=False)
+    assert x.shape == (1797, 64) and y.numpy()[:10].tolist() == list(range(10))
+
+
+def test_shipped_digits_equal_scikit_learn_s():
+    sk = pytest.importorskip("sklearn.datasets")
+    from torchlean.data import load_digits
+    x, y = load_digits("all", normalize=False)
+    d = sk.load_digits()
+    assert np.array_equal(x.numpy(), d.data.astype(np.float32)) and np.array_equal(y.numpy(), d.target)
 
 
 # ---- Burgers' equation ----------------------------------------------------------------------

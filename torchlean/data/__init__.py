@@ -2,7 +2,7 @@
 
 - :class:`Dataset`, :class:`TensorDataset`, :class:`Subset`, :func:`random_split`,
   :class:`DataLoader` (counter-based, reproducible shuffling);
-- :func:`load_digits`: scikit-learn's bundled 8x8 handwritten digits (extra ``data``);
+- :func:`load_digits`: the 8x8 handwritten digits (UCI), shipped with the package;
 - :func:`burgers_dataset`: Burgers' equation pairs from a pseudo-spectral solver;
 - :func:`text_corpus`: a character corpus from the Python standard library's sources,
   with :class:`CharTokenizer`, :class:`CharDataset` and :func:`unigram_baseline`.
