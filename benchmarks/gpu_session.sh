@@ -20,20 +20,20 @@ run_tests() {
 }
 
 run_bench() {
-  timeout 200 python3 benchmarks/bench_cuda_train.py > "$out/bench_cuda_train.txt" 2>&1; echo "train exit $?"
+  timeout 200 python3 -m torchlean.bench.bench_cuda_train > "$out/bench_cuda_train.txt" 2>&1; echo "train exit $?"
   tail -6 "$out/bench_cuda_train.txt"
-  timeout 200 python3 benchmarks/bench_ir.py --device cuda --cuda-graph > "$out/bench_ir.txt" 2>&1; echo "ir exit $?"
+  timeout 200 python3 -m torchlean.bench.bench_ir --device cuda --cuda-graph > "$out/bench_ir.txt" 2>&1; echo "ir exit $?"
   tail -12 "$out/bench_ir.txt"
-  timeout 240 python3 benchmarks/bench_cuda_kernels.py > "$out/bench_cuda_kernels.txt" 2>&1; echo "kernels exit $?"
+  timeout 240 python3 -m torchlean.bench.bench_cuda_kernels > "$out/bench_cuda_kernels.txt" 2>&1; echo "kernels exit $?"
   tail -40 "$out/bench_cuda_kernels.txt"
 }
 
 run_layers() {
-  timeout 240 python3 benchmarks/bench_layers_cuda.py > "$out/bench_layers_cuda.txt" 2>&1; echo "layers exit $?"
+  timeout 240 python3 -m torchlean.bench.bench_layers_cuda > "$out/bench_layers_cuda.txt" 2>&1; echo "layers exit $?"
   tail -8 "$out/bench_layers_cuda.txt"
-  timeout 240 python3 benchmarks/bench_models.py --device cuda --graph > "$out/bench_models_cuda.txt" 2>&1; echo "models exit $?"
+  timeout 240 python3 -m torchlean.bench.bench_models --device cuda --graph > "$out/bench_models_cuda.txt" 2>&1; echo "models exit $?"
   tail -12 "$out/bench_models_cuda.txt"
-  timeout 300 python3 benchmarks/bench_nn_train.py > "$out/bench_nn_train.txt" 2>&1; echo "nn train exit $?"
+  timeout 300 python3 -m torchlean.bench.bench_nn_train > "$out/bench_nn_train.txt" 2>&1; echo "nn train exit $?"
   tail -8 "$out/bench_nn_train.txt"
 }
 

@@ -34,7 +34,7 @@ LAYERS = [
     {"ir"},
     {"models", "data", "train", "utils"},
     {"", "quickstart"},          # "" is the package itself: the public namespace
-    {"cli", "__main__", "runner"},
+    {"cli", "__main__", "runner", "bench"},
 ]
 
 
@@ -150,6 +150,7 @@ REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.reg
               "torchlean.testing.opinfo": {"OPINFOS"}, "torchlean.spec.compound": {"COMPOUNDS"},
               "torchlean.testing.kernel_cases": {"GENERATORS"},
               "torchlean.autograd.dispatch": {"DISPATCH"},   # DISPATCH: the one dispatch cache
+              "torchlean.bench.bench_cuda_kernels": {"ROWS"},  # a script's result table, one run per process
               "torchlean.ops.table": {"FUNCTIONS", "METHODS"},
               "torchlean.autograd.record": {"DIFFERENTIABLE_VJPS"}, "torchlean.dtypes": {"NAMES", "_BY_NP", "_NP_ALIASES", "_CATEGORY"}}
 

@@ -64,7 +64,7 @@ def test_quickstart_all_sections_in_order(capsys):
 
 def test_quickstart_rejects_bad_steps(capsys):
     code, out, err = run(capsys, "quickstart", "mlp", "--steps", "0")
-    assert code == 2
+    assert code == 1                                  # a usage error is an error in the input
     assert "positive integer" in err
 
 
@@ -157,14 +157,14 @@ def test_ir_dispatch(capsys, monkeypatch):
 
 def test_unknown_subcommand(capsys):
     code, out, err = run(capsys, "frobnicate")
-    assert code == 2
+    assert code == 1
     assert "invalid choice: 'frobnicate'" in err
     assert "usage: torchlean" in err
 
 
 def test_no_subcommand(capsys):
     code, out, err = run(capsys)
-    assert code == 2
+    assert code == 1
     assert "usage: torchlean" in err
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import importlib
 
 import numpy as np
 import pytest
@@ -17,11 +16,7 @@ torch = pytest.importorskip("torch")
 
 
 def _bench_models():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_models.py"
-    spec = importlib.util.spec_from_file_location("bench_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("torchlean.bench.bench_models")
 
 
 # ---- the MLP and CNN twins, written out here -------------------------------------------------------

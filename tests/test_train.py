@@ -18,7 +18,7 @@ from torchlean.models import MLP
 from torchlean.train import CheckpointError, Trainer, checkpoint_paths
 
 pytest.importorskip("safetensors")
-pytest.importorskip("sklearn")
+
 
 
 def _digits():
@@ -287,8 +287,8 @@ def test_cli_unknown_model_and_plain_progress(capsys):
     code = tltrain.main("mlp", steps=5, progress="plain")
     out, err = capsys.readouterr()
     assert code == 0
-    assert re.search(r"mlp step 5/5 +epoch 0 +loss \d+\.\d+ +[\d,]+ samples/s", err), err
-    assert re.search(r"mlp step 5 epoch 0: accuracy", err), err
+    assert re.search(r"mlp step 5/5 +epoch 1 +loss \d+\.\d+ +[\d,]+ samples/s", err), err
+    assert re.search(r"mlp step 5 epoch 1: accuracy", err), err
 
 
 def test_cli_plot_without_matplotlib(capsys, monkeypatch, tmp_path):
@@ -297,3 +297,11 @@ def test_cli_plot_without_matplotlib(capsys, monkeypatch, tmp_path):
     assert code == 2
     assert "needs matplotlib: pip install matplotlib" in err
     assert not (tmp_path / "p.png").exists()
+
+
+def test_cli_unwritable_checkpoint_fails_before_training(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = _run(capsys, "train", "mlp", "--steps", "2", "--checkpoint", str(blocker / "ck"))
+    assert code == 1 and "cannot write the checkpoint" in err and "is not a folder" in err
+    assert "step 1" not in err + out                      # nothing was trained

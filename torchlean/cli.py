@@ -228,11 +228,9 @@ def _train(args) -> int:
 # ---- bench --------------------------------------------------------------------------------------
 
 def benchmarks_dir() -> Path | None:
-    """The source tree's ``benchmarks/`` (next to the package, or in the working directory)."""
-    for d in (Path(__file__).resolve().parent.parent / "benchmarks", Path.cwd() / "benchmarks"):
-        if d.is_dir():
-            return d
-    return None
+    """The suites' folder, ``torchlean/bench/`` (shipped with the package)."""
+    d = Path(__file__).resolve().parent / "bench"
+    return d if d.is_dir() else None
 
 
 def bench_suites(d: Path) -> dict[str, Path]:
@@ -249,11 +247,11 @@ def _first_doc_line(path: Path) -> str:
 
 
 def _bench_args(p):
-    p.add_argument("suite", metavar="SUITE", nargs="?", help="benchmarks/bench_SUITE.py (omit to list suites)")
+    p.add_argument("suite", metavar="SUITE", nargs="?", help="torchlean/bench/bench_SUITE.py (omit to list suites)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the suite's own)")
     p.add_argument("--against", choices=("torch", "none"),
                    help="reference to time against (default: torch when installed)")
-    p.add_argument("--save", action="store_true", help="also write the table to benchmarks/results/")
+    p.add_argument("--save", action="store_true", help="also write the table to ./benchmarks/results/")
     p.add_argument("--runs", type=_positive_int, help="timed runs per case (default: the suite's own)")
 
 
@@ -261,8 +259,8 @@ def _bench(args) -> int:
     import runpy
     d = benchmarks_dir()
     if d is None:
-        raise CommandUnavailable("bench: no benchmarks/ folder found; the benchmarks ship with the "
-                                 "source tree, run from a checkout")
+        raise CommandUnavailable("bench: the benchmark suites (torchlean/bench/) are missing from this "
+                                 "installation")
     suites = bench_suites(d)
     if args.suite is None:
         print(f"benchmark suites in {d}:")
@@ -328,7 +326,7 @@ COMMANDS = {
     "check": (_check_args, _check, "check every op's contract against its spec, as a table"),
     "ir": (_ir_args, _ir, "check, run or convert IR files"),
     "train": (_train_args, _train, "train one of the example models"),
-    "bench": (_bench_args, _bench, "run a benchmark suite from benchmarks/"),
+    "bench": (_bench_args, _bench, "run a benchmark suite (torchlean/bench/), timed against PyTorch when installed"),
     "run": (_run_args, _run, "run an unmodified PyTorch program with torchlean as torch"),
 }
 
@@ -363,7 +361,9 @@ def main(argv=None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, or a malformed command line (argparse printed why)
-        return _exit_code(e)
+        # argparse exits 2 on a usage error; here 2 means "this installation cannot do it", and a
+        # malformed command line is an error in the input: 1.
+        return EXIT_FAIL if e.code == 2 else _exit_code(e)
     try:
         return args._run(args)
     except CommandUnavailable as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -63,6 +64,19 @@ def _format_metric(metric, value):
     return f"{100 * value:.2f}%" if metric in ("accuracy", "rel_l2") else f"{value:.4f}"
 
 
+def _check_writable(path):
+    """Fail before training, not at the first save, when the checkpoint's folder cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise TorchLeanError(f"train: cannot write the checkpoint {path!r}: {folder!r} is not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise TorchLeanError(f"train: cannot write the checkpoint {path!r}: {e.strerror or e}") from None
+
+
 def main(model, *, device="cpu", steps=None, batch_size=None, lr=None, checkpoint=None, plot=None,
          epochs=None, seed=0, resume=False, progress="auto", out=None, cuda_graph="auto") -> int:
     """``torchlean train MODEL``: train one of :data:`TASKS`, print a summary; returns 0.
@@ -80,6 +94,8 @@ def main(model, *, device="cpu", steps=None, batch_size=None, lr=None, checkpoin
             import matplotlib  # noqa: F401
         except ImportError as e:
             raise BackendUnavailableError("--plot needs matplotlib: pip install matplotlib") from e
+    if checkpoint and not resume:
+        _check_writable(checkpoint)
     t0 = time.perf_counter()
     trainer = build_task(model, device=device, steps=steps, epochs=epochs, batch_size=batch_size, lr=lr,
                          seed=seed, checkpoint=checkpoint, progress=progress, cuda_graph=cuda_graph)

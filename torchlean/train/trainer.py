@@ -307,7 +307,7 @@ class Trainer:
         res = self.evaluate()
         if res:
             self.history["eval"].append({"step": self.step, "epoch": self.epoch, **res})
-            bar.write(f"{self.name} step {self.step} epoch {self.epoch}: "
+            bar.write(f"{self.name} step {self.step} epoch {self._shown_epoch()}: "
                       + ", ".join(f"{k} {v:.4f}" for k, v in res.items()))
         if self.checkpoint:
             self.save_checkpoint()
@@ -341,7 +341,7 @@ class Trainer:
                 if not math.isfinite(loss):
                     raise TorchLeanError(f"{self.name}: the loss became {loss} at step {self.step}; "
                                          "try a smaller learning rate")
-                bar.update(self.step, loss, self.throughput, self.epoch)
+                bar.update(self.step, loss, self.throughput, self._shown_epoch())
                 if self.pos >= self.steps_per_epoch:
                     self.epoch += 1
                     self.pos = 0
@@ -354,6 +354,10 @@ class Trainer:
         finally:
             bar.close()
         return self.history
+
+    def _shown_epoch(self) -> int:
+        """The epoch the last step belongs to, counted from 1 (progress and evaluation lines agree)."""
+        return max(1, -(-self.step // self.steps_per_epoch))
 
     @property
     def throughput(self) -> float:

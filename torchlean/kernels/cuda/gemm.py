@@ -44,7 +44,7 @@ __all__ = ["matmul", "gemm", "gemm_loop", "check_status", "capture_scope", "acti
 #: Route every float32/float64 product through :func:`gemm`, not only captured ones. Off: on an
 #: H100 a direct call cost 4-7 us more host time than ``cupy.matmul`` (32 x 256 x 256, ctypes and
 #: the layout checks in Python) at equal throughput at scale (4096^3 float32: 49.7 vs 49.6
-#: TFLOP/s), and eager products are host-bound (the eager MLP step of benchmarks/bench_ir.py:
+#: TFLOP/s), and eager products are host-bound (the eager MLP step of torchlean/bench/bench_ir.py:
 #: 1.29 ms with cupy.matmul, 1.49 ms direct). Inside a graph the host cost is paid once.
 ROUTE_ALWAYS = False
 

@@ -1,6 +1,6 @@
 """Example models: training throughput of each torchlean model vs its PyTorch twin, same process.
 
-    python benchmarks/bench_models.py [--device cpu|cuda] [--models mlp,cnn,...] [--runs 10]
+    python -m torchlean.bench.bench_models.py [--device cpu|cuda] [--models mlp,cnn,...] [--runs 10]
                                       [--against torch|none] [--save] [--graph]
     torchlean bench models [--device cuda]
 
@@ -26,9 +26,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 import torchlean as tl  # noqa: E402
 from torchlean import models as M  # noqa: E402
@@ -482,8 +479,8 @@ def main(argv=None):
             extra = f" {bs / c:>19,.0f} {gratio}"
         emit(f"{name:<8} {bs:>5} {d} {bs / a:>20,.0f} {tb} {ratio}{extra}")
     if args.save:
-        out = Path(__file__).resolve().parent / "results" / f"models_{args.device}_{time.strftime('%Y-%m-%d')}.txt"
-        out.parent.mkdir(exist_ok=True)
+        out = Path.cwd() / "benchmarks" / "results" / f"models_{args.device}_{time.strftime('%Y-%m-%d')}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("\n".join(lines) + "\n")
     return 0
 

@@ -1,6 +1,6 @@
 """CPU timings of conv2d (forward + backward) and max_pool2d against torch, in one process.
 
-    python benchmarks/bench_conv_cpu.py [--repeat 20] [--batch 8] [--channels 64] [--size 32]
+    python -m torchlean.bench.bench_conv_cpu.py [--repeat 20] [--batch 8] [--channels 64] [--size 32]
 
 Both sides run float32 on the same threads, on random (never zero) data, after
 two warm-up runs; the two sides alternate run by run so that other load on the
@@ -18,7 +18,6 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 from torchlean.autograd import Tape  # noqa: E402
 
 

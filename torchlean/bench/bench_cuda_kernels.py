@@ -1,6 +1,6 @@
 """CUDA kernel surface vs PyTorch (same process, same GPU), timed with CUDA events.
 
-    python benchmarks/bench_cuda_kernels.py [--n 67108864] [--reps 50] [--only reduce,tiny]
+    python -m torchlean.bench.bench_cuda_kernels.py [--n 67108864] [--reps 50] [--only reduce,tiny]
 
 Method: random inputs (never zeros), a warm-up (which also compiles our NVRTC kernels), then
 the median of many event-timed runs. Memory-bound kernels are reported as achieved bandwidth

@@ -20,7 +20,7 @@ Cases, each the median of many runs after a warm-up, in one process:
   (``x = exp(relu(x * y + z))``, 25 times), time per op: the cost of dispatch,
   which compilation removes.
 
-    python benchmarks/bench_ir.py [--runs N] [--device cpu|cuda] [--cuda-graph] [--against torch|none]
+    python -m torchlean.bench.bench_ir.py [--runs N] [--device cpu|cuda] [--cuda-graph] [--against torch|none]
 """
 
 from __future__ import annotations
@@ -31,11 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    import torchlean as tl
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import torchlean as tl
+import torchlean as tl
 from torchlean.testing.timing import median_times  # noqa: E402
 
 from torchlean import ir

@@ -14,7 +14,7 @@ Cases, each timed as the median of many runs after a warm-up, in one process:
 PyTorch runs with as many threads as NumPy's BLAS (read with threadpoolctl when
 installed), so the ratio compares like with like; both counts are printed.
 
-    python benchmarks/bench_cpu.py [--runs N] [--against torch|none] [--save]
+    python -m torchlean.bench.bench_cpu.py [--runs N] [--against torch|none] [--save]
     torchlean bench cpu [--save]
 """
 
@@ -29,11 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    import torchlean as tl
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import torchlean as tl
+import torchlean as tl
 from torchlean.testing.timing import median_times  # noqa: E402
 
 TINY_CHAIN = 25  # iterations of the 4-op chain per timed call (100 ops)
@@ -253,8 +249,8 @@ def main(argv=None) -> int:
     print()
     print(out)
     if args.save:
-        d = Path(__file__).resolve().parent / "results"
-        d.mkdir(exist_ok=True)
+        d = Path.cwd() / "benchmarks" / "results"
+        d.mkdir(parents=True, exist_ok=True)
         path = d / f"cpu_{datetime.date.today().isoformat()}.txt"
         path.write_text("\n".join(lines) + "\n\n" + out + "\n")
         print(f"saved {path}")

@@ -1,7 +1,7 @@
 """Attention forward + backward on the CPU: torchlean's flash_attention (float32)
 against torch's scaled_dot_product_attention in the same process.
 
-    python benchmarks/bench_attention_cpu.py [--reps 5] [--mask]
+    python -m torchlean.bench.bench_attention_cpu.py [--reps 5] [--mask]
 
 Prints the median wall time of each and the ratio torchlean / torch (lower is
 better). Sizes are (batch*heads, n, d).
