@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 import numpy as np
 
@@ -117,7 +118,11 @@ def main(argv=None):
                     fns["t " + m] = f
                 except Exception as e:  # noqa: BLE001 - no compiler toolchain: report, go on
                     print(f"  torch.compile({m}) failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-        ms = {k: v * 1e3 for k, v in median_times(fns, args.runs, 3, sync=sync if syncs else None).items()}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ms = {k: v * 1e3 for k, v in median_times(fns, args.runs, 3, sync=sync if syncs else None).items()}
+        for msg in sorted({f"{w.category.__name__}: {w.message}" for w in caught}):
+            print(f"  {case}: {msg[:160]}")
         cols = [ms["tl eager"]] + [ms["tl " + m] for m in modes]
         tcols = [ms.get("torch")] + [ms.get("t " + m) for m in modes]
         best_tl = min(ms["tl " + m] for m in modes)
