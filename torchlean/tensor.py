@@ -12,7 +12,10 @@ runs goes through :func:`torchlean.autograd.record`, which owns the tape bookkee
 
 from __future__ import annotations
 
+import mmap
+import os
 import weakref
+from multiprocessing import shared_memory
 from numbers import Number
 
 import numpy as np
@@ -96,6 +99,8 @@ def _format_values(a: np.ndarray) -> str:
         else:
             fmt = lambda v: f"{v:.4f}"  # noqa: E731
     sample = a if not summarize else np.concatenate([a.reshape(-1)[:3], a.reshape(-1)[-3:]])
+    if a.dtype.kind == "f":  # torch's width ignores inf/nan: tensor([0., -inf]), not [  0., -inf]
+        sample = sample[np.isfinite(sample)]
     width = max((len(fmt(v)) for v in sample.reshape(-1)), default=0)
     return np.array2string(a, separator=", ", formatter={"all": lambda v: fmt(v).rjust(width)},
                            threshold=1000, edgeitems=3, max_line_width=80, prefix="tensor(")
@@ -139,6 +144,49 @@ def _legacy_value(args):
         return a.astype(get_default_dtype().np)
     raise DTypeError(f"Tensor: expected sizes (ints), a list of numbers or a tensor, got "
                      f"{', '.join(type(a).__name__ for a in args)}")
+
+
+# ---- shared memory (Tensor.share_memory_, torchlean.multiprocessing) ----------------------------
+
+class SharedSegment(mmap.mmap):
+    """A named POSIX shared-memory segment mapped into this process; ``name`` finds it from another."""
+
+
+def _unlink_segment(name: str, pid: int) -> None:
+    if os.getpid() == pid:       # the creating process unlinks (forked children inherit this finalizer)
+        try:
+            shared_memory.SharedMemory(name=name).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def map_segment(name: str | None, nbytes: int) -> SharedSegment:
+    """Create (``name=None``) or attach the shared-memory segment ``name`` of ``nbytes`` bytes, mapped.
+
+    The creator unlinks the name when its mapping is collected or at exit; mappings stay valid."""
+    shm = shared_memory.SharedMemory(name=name, create=name is None, size=max(nbytes, 1) if name is None else 0)
+    try:
+        seg = SharedSegment(shm._fd, shm.size)
+    finally:
+        shm.close()
+    seg.name = shm.name
+    if name is None:
+        weakref.finalize(seg, _unlink_segment, shm.name, os.getpid())
+    return seg
+
+
+def segment_of(a) -> SharedSegment | None:
+    """The shared segment holding array ``a``'s values, or None."""
+    while a is not None and not isinstance(a, SharedSegment):
+        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
+    return a
+
+
+def _share_array(a: np.ndarray) -> np.ndarray:
+    seg = map_segment(None, a.nbytes)
+    out = np.frombuffer(seg, dtype=a.dtype, count=a.size).reshape(a.shape)
+    out[...] = a
+    return out
 
 
 # ---- Tensor ---------------------------------------------------------------------------------
@@ -411,6 +459,28 @@ class Tensor(Variable):
 
     def type_as(self, other) -> "Tensor":
         return self.to(dtype=other.dtype)
+
+    def share_memory_(self) -> "Tensor":
+        """Move the values into shared memory (a named POSIX segment) so that processes this tensor is
+        sent to (:mod:`torchlean.multiprocessing`: fork or spawn, queues, ``spawn`` arguments) write to
+        the same values; a no-op when already shared. CPU tensors only: CUDA memory is not shared across
+        processes here. Views taken before the call keep the old values.
+
+            >>> import torchlean as tl
+            >>> t = tl.ones(3).share_memory_()
+            >>> t.is_shared(), t.tolist()
+            (True, [1.0, 1.0, 1.0])
+        """
+        if self.device != "cpu":
+            raise DeviceError("share_memory_: sharing CUDA tensors across processes is not supported; "
+                              "move the tensor to the CPU first")
+        if segment_of(self._value) is None:
+            self._value = _share_array(np.ascontiguousarray(self._value))
+        return self
+
+    def is_shared(self) -> bool:
+        """True when the values are in shared memory (:meth:`share_memory_`)."""
+        return self.device == "cpu" and segment_of(self._value) is not None
 
     def cpu(self):
         return self.to("cpu")

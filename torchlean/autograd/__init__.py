@@ -7,6 +7,7 @@ from .record import (DIFFERENTIABLE_VJPS, GraphTape, Variable, attach, backward,
                      tracing, wrap)
 from . import functional  # noqa: F401 - torch.autograd.functional
 from .function import Function, FunctionCtx, once_differentiable
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .rules import RULES
 from .tape import Node, Tape, install_op_methods, run_op, sweep
 
@@ -16,4 +17,4 @@ __all__ = ["Tape", "Node", "RULES", "device_of", "run_op", "forward_op", "sweep"
            "no_grad", "enable_grad", "is_grad_enabled", "Variable", "GraphTape", "tracing", "set_result_class",
            "wrap", "resolve", "recorded_leaves", "DISPATCH", "SPEC_RULES", "grad", "attach", "mark_written",
            "set_grad_enabled", "inference_mode", "Function", "FunctionCtx", "once_differentiable",
-           "DIFFERENTIABLE_VJPS"]
+           "DIFFERENTIABLE_VJPS", "gradcheck", "gradgradcheck", "GradcheckError"]

@@ -194,6 +194,27 @@ def zero_(self):
     return fill_(self, 0)
 
 
+@export(method=True, function=False)
+def fill_diagonal_(self, fill_value, wrap=False):
+    """torch's ``fill_diagonal_``: the main diagonal (every index equal) set to ``fill_value``; a 2-D
+    tall matrix with ``wrap=True`` restarts the diagonal every ``cols + 1`` rows."""
+    if self.dim() < 2:
+        raise ShapeError("fill_diagonal_: dimensions must be larger than 1")
+    shape = tuple(self.shape)
+    if self.dim() > 2 and len(set(shape)) != 1:
+        raise ShapeError("fill_diagonal_: all dimensions of input must be of equal length")
+    if self.dim() == 2:
+        rows, cols = shape
+        numel = rows * cols if wrap else min(rows, cols) * cols
+        pos = np.arange(0, numel, cols + 1)
+        index = (pos // cols, pos % cols) if cols else (pos, pos)
+    else:
+        k = np.arange(shape[0])
+        index = (k,) * self.dim()
+    setitem(self, index, fill_value)
+    return self
+
+
 # ---- random fills: the default counter-based stream (or a Generator's) ----------------------------
 
 def _fill_random(self, values: Tensor, op):
