@@ -10,9 +10,10 @@
     True
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, optimizer, swa_utils
+from .extras import ASGD, Adafactor, SparseAdam
 from .optimizer import (LBFGS, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, Optimizer, RAdam, RMSprop,
                         Rprop)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "Adagrad", "RMSprop", "Adadelta",
-           "Rprop", "LBFGS", "lr_scheduler"]
+           "Rprop", "LBFGS", "SparseAdam", "ASGD", "Adafactor", "lr_scheduler", "optimizer", "swa_utils"]

@@ -13,18 +13,68 @@ have no effect here (every step is the same single implementation, never differe
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
+from itertools import chain
 
 import numpy as np
 
 from ..errors import DomainError, TorchLeanError
 from ..kernels import get_kernels
+from ..nn.module import RemovableHandle
 from ..tensor import Tensor, enable_grad, no_grad
 
 # Keys of a state entry that PyTorch keeps as 0-d float32 tensors and torchlean as Python numbers.
-_SCALAR_STATE = ("step", "mu_product")
+_SCALAR_STATE = ("step", "mu_product", "eta", "mu")
+
+# Hooks run around every optimizer's ``step`` (torch.optim.optimizer's globals).
+_global_optimizer_pre_hooks: OrderedDict = OrderedDict()
+_global_optimizer_post_hooks: OrderedDict = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook) -> RemovableHandle:
+    """Run ``hook(optimizer, args, kwargs)`` before every optimizer's ``step``; a returned
+    ``(args, kwargs)`` pair replaces the step's arguments. Returns a handle whose ``remove()`` undoes it.
+
+        >>> import torchlean as tl
+        >>> h = tl.optim.optimizer.register_optimizer_step_pre_hook(lambda opt, a, k: None)
+        >>> h.remove()
+    """
+    handle = RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook) -> RemovableHandle:
+    """Run ``hook(optimizer, args, kwargs)`` after every optimizer's ``step``; returns a removable handle."""
+    handle = RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
+
+
+def _hooked_step(func):
+    """``func`` (a ``step``) with the global and per-optimizer step hooks around it, torch's order:
+    global then own pre-hooks, the step, own then global post-hooks."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        self = args[0]
+        for pre_hook in chain(_global_optimizer_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
+            result = pre_hook(self, args, kwargs)
+            if result is not None:
+                if isinstance(result, tuple) and len(result) == 2:
+                    args, kwargs = result
+                else:
+                    raise TorchLeanError(f"{func} must return None or a tuple of (new_args, new_kwargs), "
+                                         f"but got {result}.")
+        out = func(*args, **kwargs)
+        for post_hook in chain(self._optimizer_step_post_hooks.values(), _global_optimizer_post_hooks.values()):
+            post_hook(self, args, kwargs)
+        return out
+
+    wrapper.hooked = True
+    return wrapper
 
 
 def _check(name, value, lo=0.0, strict=False, hi=None):
@@ -65,6 +115,13 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state: dict = defaultdict(dict)   # as PyTorch's: an untouched parameter reads as {}
         self.param_groups: list = []
+        self._optimizer_step_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_step_post_hooks: OrderedDict = OrderedDict()
+        self._optimizer_state_dict_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_state_dict_post_hooks: OrderedDict = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks: OrderedDict = OrderedDict()
+        self._patch_step_function()
         if isinstance(params, Tensor):
             raise TorchLeanError(f"{type(self).__name__}: params must be an iterable of Tensors or dicts, "
                                  "got a single Tensor")
@@ -99,6 +156,53 @@ class Optimizer:
         for k, v in self.defaults.items():
             g.setdefault(k, v)
         self.param_groups.append(g)
+
+    def _patch_step_function(self) -> None:
+        """Wrap this class's ``step`` (once) with the step hooks, as torch does at construction."""
+        cls = type(self)
+        if not getattr(cls.step, "hooked", False):
+            cls.step = _hooked_step(cls.step)
+
+    # -- hooks (torch's signatures; each returns a handle whose ``remove()`` unregisters it) ------
+    @staticmethod
+    def _register(table, hook, prepend=False):
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_step_pre_hook(self, hook) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs)`` before each ``step``.
+
+            >>> import torchlean as tl
+            >>> opt = tl.optim.SGD([tl.nn.Parameter(tl.ones(1))], lr=0.1)
+            >>> seen = []
+            >>> h = opt.register_step_pre_hook(lambda o, a, k: seen.append(len(a)))
+            >>> opt.step(); h.remove(); opt.step(); seen
+            [1]
+        """
+        return self._register(self._optimizer_step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None`` after each ``step``."""
+        return self._register(self._optimizer_step_post_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer) -> None`` before :meth:`state_dict` builds its result."""
+        return self._register(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> state_dict or None`` (a returned dict replaces it)."""
+        return self._register(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> state_dict or None`` before :meth:`load_state_dict` reads it."""
+        return self._register(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer) -> None`` after :meth:`load_state_dict`."""
+        return self._register(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of every parameter (None by default, else fresh zeros)."""
@@ -153,6 +257,8 @@ class Optimizer:
         Parameters are numbered in group order; state arrays are returned as Tensors sharing
         the optimizer's buffers, and ``step`` (``mu_product``) as 0-d float32 Tensors, as in PyTorch.
         """
+        for pre_hook in self._optimizer_state_dict_pre_hooks.values():
+            pre_hook(self)
         index, groups, n = {}, [], 0
         for g in self.param_groups:
             ids = []
@@ -170,7 +276,12 @@ class Optimizer:
                 st = self.state.get(p)
                 if st:
                     state[index[id(p)]] = {k: self._save_value(k, v, p) for k, v in st.items()}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for post_hook in self._optimizer_state_dict_post_hooks.values():
+            result = post_hook(self, out)
+            if result is not None:
+                out = result
+        return out
 
     @classmethod
     def _save_value(cls, key, v, p):
@@ -187,6 +298,12 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore options and state saved by :meth:`state_dict`, torchlean's or PyTorch's (copies,
         cast to each parameter's dtype and device; torch tensors are read without importing torch)."""
+        if isinstance(state_dict, dict):
+            state_dict = state_dict.copy()   # shallow, as torch's: a pre-hook may edit it
+            for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
+                result = pre_hook(self, state_dict)
+                if result is not None:
+                    state_dict = result
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise TorchLeanError("load_state_dict: expected a dict with 'state' and 'param_groups'")
         saved = state_dict["param_groups"]
@@ -214,6 +331,8 @@ class Optimizer:
             for k, v in sg.items():
                 if k != "params":
                     g[k] = tuple(v) if isinstance(v, list) and isinstance(self.defaults.get(k), tuple) else v
+        for post_hook in self._optimizer_load_state_dict_post_hooks.values():
+            post_hook(self)
 
     def _load_value(self, key, v, p):
         if isinstance(v, (list, tuple)):
