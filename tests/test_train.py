@@ -15,7 +15,7 @@ from torchlean import cli, nn
 from torchlean import train as tltrain
 from torchlean.data import DataLoader, TensorDataset, load_digits
 from torchlean.models import MLP
-from torchlean.train import CheckpointError, Trainer, checkpoint_paths
+from torchlean.train import CheckpointError, Trainer
 
 pytest.importorskip("safetensors")
 
@@ -92,7 +92,7 @@ def test_resume_mid_epoch_is_bit_for_bit(tmp_path, loader_seed):
     first = make_trainer(ck, loader_seed=loader_seed)
     first.fit(stop_at=40)
     assert first.step == 40 and first.pos == 40 - first.steps_per_epoch
-    state = json.load(open(ck + ".json"))
+    state = _state(ck)
     assert state["trainer"]["step"] == 40 and state["trainer"]["in_epoch"]
 
     tl.manual_seed(12345)  # the resumed process draws differently before loading
@@ -121,21 +121,119 @@ def test_resume_at_epoch_boundary_is_bit_for_bit(tmp_path):
     _assert_same(_params(second), _params(full))
 
 
-def test_checkpoint_files_and_atomic_write(tmp_path):
+def _state(ck):
+    """The state JSON a checkpoint file carries in its safetensors metadata."""
+    data = open(ck, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(json.loads(data[8:8 + n])["__metadata__"]["state"])
+
+
+def _rewrite(ck, edit=None, arrays=None, redigest=True):
+    """Write ``ck`` again with its state edited by ``edit(state)`` (and other arrays), its digests
+    recomputed as a save would (``redigest``) or kept."""
+    import safetensors.numpy as stn
+    from torchlean.train import trainer as T
+    data = open(ck, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    meta = json.loads(data[8:8 + n])["__metadata__"]
+    state = json.loads(meta["state"])
+    arrays = stn.load(data) if arrays is None else arrays
+    if edit is not None:
+        edit(state)
+    if redigest:
+        state["tensors"]["sha256"] = T._tensor_digest(arrays)
+        meta["digest"] = T._digest(state)
+    meta["state"] = json.dumps(state)
+    open(ck, "wb").write(stn.save(arrays, metadata=meta))
+
+
+def test_checkpoint_is_one_file_with_the_user_s_permissions(tmp_path):
     ck = str(tmp_path / "c.safetensors")
-    t = make_trainer(ck, epochs=1)
-    t.fit()
-    tpath, jpath = checkpoint_paths(ck)
-    assert os.path.isfile(tpath) and os.path.isfile(jpath)
-    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
-    state = json.load(open(jpath))
-    assert state["format"] == "torchlean.checkpoint.v1"
+    stale = tmp_path / ".c.safetensors.999999999.abcd.tmp"      # left by a killed save (no such process)
+    stale.write_bytes(b"partial")
+    old = os.umask(0o027)
+    try:
+        t = make_trainer(ck, epochs=1)
+        t.fit()
+    finally:
+        os.umask(old)
+    assert sorted(os.listdir(tmp_path)) == ["c.safetensors"]     # no companion file, no temporaries
+    assert os.stat(ck).st_mode & 0o777 == 0o640
+    state = _state(ck)
+    assert state["format"] == "torchlean.checkpoint.v2"
     assert state["model"] == {"class": "DropMLP", "config": {"hidden": 32}}
     assert state["optimizer"]["class"] == "Adam"
     ents = state["tensors"]["entries"]
     assert ents["model/net.0.weight"] == ["float32", [32, 64]]
     assert ents["optim/0/exp_avg"] == ["float32", [32, 64]]
     assert state["trainer"]["rng"][0] == 0 and state["trainer"]["rng"][1] > 0
+
+
+KILL_SCRIPT = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import test_train as T
+ck, stop, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+calls = [0]
+real = {{name: getattr(os, name) for name in ("replace", "fsync", "open", "remove", "fchmod")}}
+
+def counting(name):
+    def f(*a, **kw):
+        if saving[0]:
+            calls[0] += 1
+            if calls[0] == kill_at:
+                os._exit(9)                      # killed right before this file operation
+        return real[name](*a, **kw)
+    return f
+
+saving = [False]
+for name in real:
+    setattr(os, name, counting(name))
+t = T.make_trainer(ck)
+orig = t.save_checkpoint
+def save(*a, **kw):
+    saving[0] = True
+    try:
+        return orig(*a, **kw)
+    finally:
+        saving[0] = False
+t.save_checkpoint = save
+if os.path.exists(ck):
+    t.load_checkpoint()
+t.fit(stop_at=stop)
+print("ops", calls[0])
+"""
+
+
+def test_a_kill_before_any_file_operation_of_a_save_loses_nothing(tmp_path):
+    """Kill the process before each file operation of a save in turn; the next run resumes from the
+    previous checkpoint (or the new one) and ends bit-identical to an uninterrupted run."""
+    import subprocess
+    import sys
+    full = make_trainer()
+    full.fit()
+    script = tmp_path / "killer.py"
+    script.write_text(KILL_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
+
+    def run(ck, stop, kill_at):
+        return subprocess.run([sys.executable, str(script), ck, str(stop), str(kill_at)], capture_output=True,
+                              text=True, timeout=300)
+    first = tmp_path / "probe.safetensors"
+    p = run(str(first), 40, 0)                              # count the file operations of two saves
+    assert p.returncode == 0, p.stderr
+    ops = int(p.stdout.split()[-1]) // 2
+    assert ops >= 4
+    for k in range(1, ops + 1):
+        ck = str(tmp_path / f"k{k}.safetensors")
+        assert run(ck, 29, 0).returncode == 0                # a good checkpoint at the end of epoch 1
+        p = run(ck, 40, k)                                     # killed during the save at step 40
+        assert p.returncode == 9, p.stderr
+        t = make_trainer(ck)
+        t.load_checkpoint()                                    # the previous or the new checkpoint
+        assert t.step in (29, 40)
+        t.fit()
+        _assert_same(_params(t), _params(full))
+        assert [f for f in os.listdir(tmp_path) if f.startswith(f".k{k}.")] == []   # cleaned by the load
 
 
 # ---- refusals: nothing is loaded ------------------------------------------------------------------
@@ -176,45 +274,50 @@ def test_refuses_other_batch_size(saved):
     _refuses(make_trainer(batch_size=40, epochs=1), saved, "batch size 50")
 
 
-def test_refuses_truncated_tensor_file(saved):
+def test_refuses_truncated_file(saved):
     data = open(saved, "rb").read()
     open(saved, "wb").write(data[: len(data) // 2])
-    _refuses(_trained_a_little(), saved, "truncated, modified, or from another save")
+    _refuses(_trained_a_little(), saved, "truncated or another kind of file|cannot be read")
 
 
-def test_refuses_tensor_file_from_another_save(saved, tmp_path):
+def test_refuses_tensors_from_another_save(saved, tmp_path):
+    import safetensors.numpy as stn
     other = str(tmp_path / "o.safetensors")
     make_trainer(other, epochs=1).fit(stop_at=12)
-    os.replace(other, saved)
-    _refuses(_trained_a_little(), saved, "does not match")
+    _rewrite(saved, arrays=stn.load(open(other, "rb").read()), redigest=False)
+    _refuses(_trained_a_little(), saved, "do not match their recorded digest")
 
 
-def test_refuses_edited_json(saved):
-    jpath = saved + ".json"
-    state = json.load(open(jpath))
-    state["trainer"]["step"] = 5
-    json.dump(state, open(jpath, "w"))
+def test_refuses_edited_state(saved):
+    _rewrite(saved, lambda s: s["trainer"].update(step=5), redigest=False)
     _refuses(_trained_a_little(), saved, "modified after it was written")
 
 
-def test_refuses_truncated_json(saved):
-    jpath = saved + ".json"
-    s = open(jpath).read()
-    open(jpath, "w").write(s[: len(s) // 2])
-    _refuses(_trained_a_little(), saved, "not valid JSON")
+@pytest.mark.parametrize("edit, field", [
+    (lambda s: s["trainer"].update(step="big"), "trainer.step"),
+    (lambda s: s["trainer"].update(rng=[0]), "trainer.rng"),
+    (lambda s: s["trainer"].pop("history"), "trainer.history"),
+    (lambda s: s["trainer"].update(pos=10 ** 6), "trainer.pos"),
+    (lambda s: s["optimizer"]["param_groups"][0].update(lr="big"), r"optimizer.param_groups\[0\].lr"),
+    (lambda s: s["optimizer"]["param_groups"][0].update(betas=[0.9]), r"optimizer.param_groups\[0\].betas"),
+    (lambda s: s["optimizer"]["param_groups"][0].update(params=["x"]), r"optimizer.param_groups\[0\].params"),
+    (lambda s: s.update(model=[]), "model"),
+    (lambda s: s["tensors"]["entries"].update({"model/x": "f32"}), "tensors.entries"),
+])
+def test_refuses_a_wrong_field_naming_it_before_loading_anything(saved, edit, field):
+    _rewrite(saved, edit)                                       # a consistent file with a bad value
+    _refuses(_trained_a_little(), saved, "field " + field)
 
 
-def test_refuses_missing_files(saved, tmp_path):
+def test_refuses_missing_file(tmp_path):
     _refuses(_trained_a_little(), str(tmp_path / "nope.safetensors"), "does not exist")
-    os.remove(saved + ".json")
-    _refuses(_trained_a_little(), saved, "does not exist")
 
 
 def test_refuses_bit_flip_in_tensors(saved):
     data = bytearray(open(saved, "rb").read())
     data[-3] ^= 0x01
     open(saved, "wb").write(bytes(data))
-    _refuses(_trained_a_little(), saved, "does not match")
+    _refuses(_trained_a_little(), saved, "do not match their recorded digest")
 
 
 def test_trainer_argument_errors():

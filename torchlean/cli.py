@@ -202,7 +202,7 @@ def _train_args(p):
     p.add_argument("--lr", type=float, help="learning rate (default: the model's own)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initialization and batch order (default 0)")
     p.add_argument("--checkpoint", metavar="PATH",
-                   help="save model, optimizer and trainer state here (safetensors + PATH.json)")
+                   help="save model, optimizer and trainer state here (one safetensors file, committed atomically)")
     p.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint")
     p.add_argument("--plot", metavar="PNG", help="plot the loss curve to this file (needs matplotlib)")
     p.add_argument("--eager", action="store_true",

@@ -6,23 +6,24 @@ on held-out data at the end of every epoch, shows progress (tqdm when installed,
 otherwise a plain line every few steps) with the loss and the throughput in
 samples per second, and keeps the curves in :attr:`Trainer.history`.
 
-Checkpoints are two files written atomically (temporary file + ``os.replace``):
+A checkpoint is one safetensors file ``PATH``, committed atomically (a temporary file in the same
+folder, fsync, one ``os.replace``, fsync of the folder), so a kill at any instant leaves the
+previous checkpoint or the new one, never a mix; temporary files of killed saves are removed by
+the next save or load. It holds the model's state dict (``model/<name>``), the optimizer's state
+arrays (``optim/<index>/<key>``), the current epoch's order when the loader draws it from the global
+generator (``trainer/order``), and in its metadata the state as JSON: the trainer state (step,
+epoch, batch position inside the epoch, the counter-based generator's seed and counter, history),
+the optimizer's options and scalar state, the scheduler's state, the model's class and
+configuration, every tensor's dtype and shape and a digest of all tensors' bytes; the metadata's
+own digest covers the state and, through that, the tensors.
 
-- ``PATH``: safetensors with the model's state dict (``model/<name>``), the
-  optimizer's state arrays (``optim/<index>/<key>``) and, when the loader draws its
-  order from the global generator, the current epoch's order (``trainer/order``);
-- ``PATH.json``: the trainer state (step, epoch, batch position inside the epoch,
-  the counter-based generator's seed and counter, history), the optimizer's
-  options and scalar state, the model's class and configuration, every tensor's
-  dtype and shape, the SHA-256 of the safetensors file and a digest of the JSON.
-
-:meth:`Trainer.load_checkpoint` verifies all of that — digest, file hash, model
-class and configuration, names, dtypes and shapes, optimizer class and layout —
-before it touches the model, so a truncated, edited or foreign checkpoint is
-refused with a :class:`CheckpointError` and nothing is half-loaded. On the CPU a
-run resumed from a checkpoint (even one written in the middle of an epoch) ends
-with exactly the parameters of the uninterrupted run: the batch order is a pure
-function of (seed, epoch), the position inside the epoch is saved, and so are
+:meth:`Trainer.load_checkpoint` verifies all of that — digests, a schema of every field it reads
+(types and ranges, the optimizer's options against this run's), model class and configuration,
+names, dtypes and shapes, optimizer class and layout — before it touches the model, so a
+truncated, edited or foreign checkpoint is refused with a :class:`CheckpointError` naming the
+field, and nothing is half-loaded. On the CPU a run resumed from a checkpoint (even one written
+in the middle of an epoch) ends with exactly the parameters of the uninterrupted run: the batch
+order is a pure function of (seed, epoch), the position inside the epoch is saved, and so are
 the optimizer's moments and the generator's counter.
 
     >>> import torchlean as tl
@@ -51,12 +52,12 @@ import numpy as np
 from .. import nn
 from ..capture import capture_step
 from ..errors import BackendUnavailableError, TorchLeanError
-from ..fileio import atomic_write
+from ..fileio import atomic_write, remove_stale_temporaries
 from ..tensor import Tensor, get_rng_state, no_grad, set_rng_state
 
-__all__ = ["Trainer", "CheckpointError", "checkpoint_paths", "CHECKPOINT_FORMAT"]
+__all__ = ["Trainer", "CheckpointError", "CHECKPOINT_FORMAT"]
 
-CHECKPOINT_FORMAT = "torchlean.checkpoint.v1"
+CHECKPOINT_FORMAT = "torchlean.checkpoint.v2"
 
 
 class CheckpointError(TorchLeanError, ValueError):
@@ -97,10 +98,133 @@ def _safetensors():
     return stn
 
 
-def checkpoint_paths(path) -> tuple[str, str]:
-    """``(tensors, state)``: the safetensors file ``PATH`` and its JSON companion ``PATH.json``."""
-    path = os.fspath(path)
-    return path, path + ".json"
+def _tensor_digest(tensors: dict) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        h.update(json.dumps([name, str(a.dtype), list(a.shape)]).encode("utf-8"))
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+_HEADER_LIMIT = 100 * 2 ** 20
+
+
+def _read_file(path):
+    """``(state, arrays)`` of a checkpoint file, its digest verified (nothing is checked against a run)."""
+    stn = _safetensors()
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint: {path} does not exist")
+    remove_stale_temporaries(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    n = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    if n < 2 or n > min(_HEADER_LIMIT, len(data) - 8):
+        raise CheckpointError(f"checkpoint: {path} ({len(data)} bytes) is not a torchlean checkpoint: "
+                              "truncated or another kind of file")
+    try:
+        meta = json.loads(data[8:8 + n].decode("utf-8")).get("__metadata__") or {}
+        arrays = stn.load(data)
+    except Exception as e:  # noqa: BLE001 - any parse failure means a corrupt file
+        raise CheckpointError(f"checkpoint: {path} cannot be read as safetensors ({e})") from None
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint: {path} has format {meta.get('format')!r}, expected "
+                              f"{CHECKPOINT_FORMAT!r}")
+    try:
+        state = json.loads(meta.get("state", ""))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"checkpoint: the state recorded in {path} is not valid JSON ({e})") from None
+    if not isinstance(state, dict) or meta.get("digest") != _digest(state):
+        raise CheckpointError(f"checkpoint: {path} was modified after it was written (digest mismatch)")
+    recorded = state.get("tensors", {}).get("sha256") if isinstance(state.get("tensors"), dict) else None
+    if recorded != _tensor_digest(arrays):
+        raise CheckpointError(f"checkpoint: the tensors of {path} do not match their recorded digest: "
+                              "modified or damaged")
+    return state, arrays
+
+
+def _kind(v) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, (list, tuple)):
+        return "list"
+    return "null" if v is None else type(v).__name__
+
+
+def _need(ok, field, what):
+    if not ok:
+        raise CheckpointError(f"checkpoint: field {field} {what}")
+
+
+def _int(v, field, low=0):
+    _need(isinstance(v, int) and not isinstance(v, bool) and v >= low, field,
+          f"must be an integer >= {low}, got {v!r}")
+
+
+def _check_schema(state):
+    """Every field the loader reads exists with the right type and range (refused naming the field)."""
+    for key, typ in (("task", str), ("model", dict), ("tensors", dict), ("optimizer", dict), ("trainer", dict)):
+        _need(isinstance(state.get(key), typ), key, f"must be a {typ.__name__}, got {_kind(state.get(key))}")
+    _need(isinstance(state["model"].get("class"), str), "model.class", "must be a string")
+    ents = state["tensors"].get("entries")
+    _need(isinstance(ents, dict), "tensors.entries", "must be an object")
+    for k, e in ents.items():
+        _need(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], list)
+              and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in e[1]),
+              f"tensors.entries[{k!r}]", f"must be [dtype, shape], got {e!r}")
+    opt = state["optimizer"]
+    _need(isinstance(opt.get("class"), str), "optimizer.class", "must be a string")
+    _need(isinstance(opt.get("param_groups"), list), "optimizer.param_groups", "must be a list")
+    for gi, g in enumerate(opt["param_groups"]):
+        _need(isinstance(g, dict) and isinstance(g.get("params"), list), f"optimizer.param_groups[{gi}]",
+              "must be an object with a list 'params'")
+        for i in g["params"]:
+            _int(i, f"optimizer.param_groups[{gi}].params")
+    _need(isinstance(opt.get("state"), dict), "optimizer.state", "must be an object")
+    for idx, entry in opt["state"].items():
+        _need(isinstance(entry, dict), f"optimizer.state[{idx!r}]", "must be an object")
+    sch = state.get("scheduler")
+    _need(sch is None or (isinstance(sch, dict) and isinstance(sch.get("class"), str)
+                          and isinstance(sch.get("state"), dict)), "scheduler", "must be null or {class, state}")
+    tr = state["trainer"]
+    for k in ("step", "epoch", "pos", "samples_seen"):
+        _int(tr.get(k), f"trainer.{k}")
+    for k in ("total_steps", "steps_per_epoch", "batch_size"):
+        _int(tr.get(k), f"trainer.{k}", 1)
+    _need(tr["pos"] < tr["steps_per_epoch"] or tr["pos"] == 0, "trainer.pos",
+          f"must be below steps_per_epoch ({tr['steps_per_epoch']}), got {tr['pos']}")
+    _need(tr.get("loader_seed") is None or _kind(tr.get("loader_seed")) == "number", "trainer.loader_seed",
+          "must be null or an integer")
+    _need(isinstance(tr.get("in_epoch"), bool), "trainer.in_epoch", "must be true or false")
+    rng = tr.get("rng")
+    _need(isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                          and v >= 0 for v in rng),
+          "trainer.rng", f"must be [seed, counter], got {rng!r}")
+    _need(_kind(tr.get("train_seconds")) == "number" and tr["train_seconds"] >= 0, "trainer.train_seconds",
+          "must be a non-negative number")
+    hist = tr.get("history")
+    _need(isinstance(hist, dict) and all(isinstance(v, list) for v in hist.values())
+          and all(isinstance(hist.get(k), list) for k in ("step", "loss", "eval")), "trainer.history",
+          "must be an object of lists (step, loss, eval)")
+
+
+def _check_like(got: dict, want: dict, field: str):
+    """``got`` has ``want``'s keys with values of the same kinds (numbers, bools, lists of a length ...)."""
+    _need(isinstance(got, dict), field, "must be an object")
+    extra = sorted(set(got) - set(want) - {"params"})
+    _need(not extra, field, f"has keys this run does not know: {extra[:5]}")
+    for k, w in want.items():
+        _need(k in got, f"{field}.{k}", "is missing")
+        g = got[k]
+        _need(_kind(g) == _kind(w) or (w is None or g is None), f"{field}.{k}",
+              f"must be a {_kind(w)} like this run's {w!r}, got {g!r}")
+        if _kind(w) == "list" and w is not None and g is not None:
+            _need(len(g) == len(w), f"{field}.{k}", f"must have {len(w)} entries, got {len(g)}")
+        if _kind(w) == "number" and isinstance(g, float):
+            _need(math.isfinite(g) or not math.isfinite(w), f"{field}.{k}", f"must be finite, got {g!r}")
 
 
 def _rng_state():
@@ -375,12 +499,13 @@ class Trainer:
         return bool(getattr(self.loader, "shuffle", False)) and getattr(self.loader, "seed", 0) is None
 
     def save_checkpoint(self, path=None) -> None:
-        """Write model, optimizer and trainer state to ``path`` (default: the trainer's) and ``path.json``."""
+        """Write model, optimizer and trainer state to ``path`` (default: the trainer's) in one atomic
+        commit: one safetensors file whose metadata holds the state, written beside and renamed over
+        the previous checkpoint (which stays whole until the rename)."""
         stn = _safetensors()
         path = os.fspath(path or self.checkpoint)
         if not path:
             raise CheckpointError("save_checkpoint: no path given")
-        tpath, jpath = checkpoint_paths(path)
         tensors, shapes = {}, {}
         for k, v in self.model.state_dict().items():
             tensors["model/" + k] = _host(v)
@@ -400,13 +525,11 @@ class Trainer:
             tensors["trainer/order"] = self._order
         for k, a in tensors.items():
             shapes[k] = [str(a.dtype), list(a.shape)]
-        data = stn.save(tensors, metadata={"format": CHECKPOINT_FORMAT})
         state = {
             "format": CHECKPOINT_FORMAT,
             "task": self.name,
             "model": {"class": type(self.model).__name__, "config": _model_config(self.model)},
-            "tensors": {"file": os.path.basename(tpath), "sha256": hashlib.sha256(data).hexdigest(),
-                        "bytes": len(data), "entries": shapes},
+            "tensors": {"sha256": _tensor_digest(tensors), "entries": shapes},
             "optimizer": {"class": type(self.optimizer).__name__,
                           "param_groups": _jsonable(osd["param_groups"], "optimizer param_groups"),
                           "state": ostate},
@@ -420,37 +543,32 @@ class Trainer:
                         "samples_seen": self.samples_seen, "train_seconds": self.train_seconds,
                         "history": self.history, "hparams": _jsonable(self.hparams, "hparams")},
         }
-        state["digest"] = _digest(state)
-        # Tensors first: a crash between the two renames leaves a JSON whose recorded hash
-        # does not match the new tensors, which loading refuses, rather than a silent mix.
-        atomic_write(tpath, data)
-        atomic_write(jpath, json.dumps(state, indent=1, allow_nan=True).encode("utf-8"))
+        text = json.dumps(state, sort_keys=True, separators=(",", ":"), allow_nan=True)
+        # The digest covers the state and (through tensors.sha256) every tensor's bytes: a file is
+        # used only as one consistent whole.
+        meta = {"format": CHECKPOINT_FORMAT, "state": text, "digest": _digest(state)}
+        atomic_write(path, stn.save(tensors, metadata=meta))
 
     def _read_checkpoint(self, path):
         """Read and verify everything; returns ``(state, arrays)`` without touching the model."""
-        stn = _safetensors()
-        tpath, jpath = checkpoint_paths(path)
-        for p in (tpath, jpath):
-            if not os.path.isfile(p):
-                raise CheckpointError(f"checkpoint: {p} does not exist")
         try:
-            with open(jpath, "rb") as f:
-                state = json.loads(f.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"checkpoint: {jpath} is not valid JSON ({e}); it is truncated or corrupted") \
-                from None
-        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            got = state.get("format") if isinstance(state, dict) else type(state).__name__
-            raise CheckpointError(f"checkpoint: {jpath} has format {got!r}, expected {CHECKPOINT_FORMAT!r}")
-        recorded = state.pop("digest", None)
-        if recorded != _digest(state):
-            raise CheckpointError(f"checkpoint: {jpath} was modified after it was written (digest mismatch)")
-        if state.get("task") != self.name:
-            raise CheckpointError(f"checkpoint: {jpath} was written for task {state.get('task')!r}, "
+            state, arrays = _read_file(path)
+            _check_schema(state)
+            self._check_matches(state, arrays, path)
+        except CheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a shape the checks missed
+            raise CheckpointError(f"checkpoint: {path} is malformed ({type(e).__name__}: {e})") from None
+        return state, arrays
+
+    def _check_matches(self, state, arrays, path):
+        """The checkpoint fits this run: task, model, optimizer, loader, settings, tensor layout."""
+        if state["task"] != self.name:
+            raise CheckpointError(f"checkpoint: {path} was written for task {state['task']!r}, "
                                   f"this run is {self.name!r}")
         want = {"class": type(self.model).__name__, "config": _model_config(self.model)}
         if state["model"] != want:
-            raise CheckpointError(f"checkpoint: {jpath} holds model {state['model']['class']} "
+            raise CheckpointError(f"checkpoint: {path} holds model {state['model']['class']} "
                                   f"{state['model']['config']}, this run builds {want['class']} {want['config']}")
         if state["optimizer"]["class"] != type(self.optimizer).__name__:
             raise CheckpointError(f"checkpoint: optimizer {state['optimizer']['class']} in the checkpoint, "
@@ -466,20 +584,10 @@ class Trainer:
         if tr.get("hparams") != _jsonable(self.hparams, "hparams"):
             raise CheckpointError(f"checkpoint: written with settings {tr.get('hparams')}, this run has "
                                   f"{self.hparams}")
-        with open(tpath, "rb") as f:
-            data = f.read()
-        meta = state["tensors"]
-        if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-            raise CheckpointError(f"checkpoint: {tpath} ({len(data)} bytes) does not match the {meta['bytes']} "
-                                  f"bytes recorded in {jpath}: truncated, modified, or from another save")
-        try:
-            arrays = stn.load(data)
-        except Exception as e:  # noqa: BLE001 - any parse failure means a corrupt file
-            raise CheckpointError(f"checkpoint: {tpath} cannot be read as safetensors ({e})") from None
-        entries = meta["entries"]
+        entries = state["tensors"]["entries"]
         if set(arrays) != set(entries):
-            raise CheckpointError(f"checkpoint: {tpath} holds tensors {sorted(set(arrays) ^ set(entries))[:5]} "
-                                  f"that do not match its JSON record")
+            raise CheckpointError(f"checkpoint: {path} holds tensors {sorted(set(arrays) ^ set(entries))[:5]} "
+                                  f"that do not match its record")
         for k, a in arrays.items():
             if [str(a.dtype), list(a.shape)] != entries[k]:
                 raise CheckpointError(f"checkpoint: tensor {k} is {a.dtype}{list(a.shape)}, "
@@ -500,16 +608,17 @@ class Trainer:
             raise CheckpointError(f"checkpoint: {len(groups)} optimizer parameter groups, this optimizer has "
                                   f"{len(self.optimizer.param_groups)}")
         params = []
-        for sg, g in zip(groups, self.optimizer.param_groups):
+        for gi, (sg, g) in enumerate(zip(groups, self.optimizer.param_groups)):
             if len(sg["params"]) != len(g["params"]):
                 raise CheckpointError(f"checkpoint: an optimizer group has {len(sg['params'])} parameters, "
                                       f"this optimizer's has {len(g['params'])}")
+            _check_like(sg, {k: v for k, v in g.items() if k != "params"}, f"optimizer.param_groups[{gi}]")
             params.extend(zip(sg["params"], g["params"]))
         by_index = dict(params)
         for idx, entry in state["optimizer"]["state"].items():
-            p = by_index.get(int(idx))
+            p = by_index.get(int(idx)) if idx.lstrip("-").isdigit() else None
             if p is None:
-                raise CheckpointError(f"checkpoint: optimizer state for unknown parameter {idx}")
+                raise CheckpointError(f"checkpoint: optimizer state for unknown parameter {idx!r}")
             for k, v in entry.items():
                 if isinstance(v, dict) and "__tensor__" in v:
                     a = arrays.get(v["__tensor__"])
@@ -518,9 +627,18 @@ class Trainer:
                     if k != "step" and tuple(a.shape) != tuple(p.shape):
                         raise CheckpointError(f"checkpoint: optimizer state {idx}/{k} has shape "
                                               f"{tuple(a.shape)}, its parameter {tuple(p.shape)}")
+        if (state["scheduler"] is None) != (self.scheduler is None):
+            raise CheckpointError("checkpoint: field scheduler: the checkpoint "
+                                  f"{'has none' if state['scheduler'] is None else 'has one'}, this run "
+                                  f"{'has none' if self.scheduler is None else 'has one'}")
+        if self.scheduler is not None:
+            if state["scheduler"]["class"] != type(self.scheduler).__name__:
+                raise CheckpointError(f"checkpoint: scheduler {state['scheduler']['class']} in the checkpoint, "
+                                      f"{type(self.scheduler).__name__} in this run")
+            _check_like(state["scheduler"]["state"], _jsonable(self.scheduler.state_dict(), "scheduler state"),
+                        "scheduler.state")
         if tr["in_epoch"] and self._uses_global_rng_order() and "trainer/order" not in arrays:
             raise CheckpointError("checkpoint: the current epoch's batch order is missing")
-        return state, arrays
 
     def load_checkpoint(self, path=None) -> dict:
         """Restore model, optimizer, scheduler and trainer state from ``path``; returns the trainer state.
