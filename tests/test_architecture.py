@@ -30,9 +30,9 @@ LAYERS = [
     {"testing"},
     {"tensor", "serialization", "torch_pickle", "capture", "cuda", "amp", "accelerator", "backends"},
     {"ops", "linalg", "autograd_api"},
-    {"nn", "optim"},
+    {"nn", "optim", "multiprocessing", "distributions"},
     {"ir"},
-    {"models", "data", "train", "utils"},
+    {"models", "data", "train", "utils", "hub"},
     {"", "quickstart"},          # "" is the package itself: the public namespace
     {"cli", "__main__", "runner", "bench"},
 ]

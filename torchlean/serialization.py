@@ -11,7 +11,9 @@ same folder, then ``os.replace``).
 
 ``tl.load(f)`` reads those files and also PyTorch's own ``torch.save`` files (``.pt``, ``.pth``,
 ``.bin``) through :mod:`torchlean.torch_pickle`'s restricted unpickler: tensors and plain
-containers only, no code is run, whatever ``weights_only`` says.
+containers only, no code is run, whatever ``weights_only`` says. :func:`add_safe_globals` /
+:class:`safe_globals` allowlist further classes, which are rebuilt only when they are plain data
+containers (``argparse.Namespace``, dataclasses, namedtuples: see :mod:`torchlean.torch_pickle`).
 
     >>> import io
     >>> import torchlean as tl
@@ -31,6 +33,7 @@ import io
 import json
 import mmap as _mmap
 import os
+import zipfile
 
 import numpy as np
 
@@ -39,9 +42,12 @@ from .errors import BackendUnavailableError, DeviceError, TorchLeanError
 from .fileio import atomic_write
 from .shape import Size
 from .tensor import Tensor, _place, device_name
-from .torch_pickle import UnpicklingError, is_torch_legacy, is_torch_zip, load_torch
+from .torch_pickle import (RestrictedUnpickler, UnpicklingError, add_safe_globals, clear_safe_globals,  # noqa: F401
+                           get_safe_globals, globals_in_pickle, is_torch_legacy, is_torch_zip, load_torch,
+                           remove_safe_globals, user_allowed)
 
-__all__ = ["UnpicklingError", "load", "save"]
+__all__ = ["UnpicklingError", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
+           "get_unsafe_globals_in_checkpoint", "load", "safe_globals", "save"]
 
 _FORMAT = "torchlean.state_dict.v2"      # v2: a content digest is always present
 _FORMAT_V1 = "torchlean.state_dict.v1"   # earlier files, without digest, still load
@@ -458,3 +464,52 @@ def _load_safetensors(buf, where, place):
         return out
     except (KeyError, TypeError, ValueError) as e:
         raise TorchLeanError(f"load: {where} has a damaged structure record ({type(e).__name__}: {e})") from e
+
+
+class safe_globals:
+    """Context manager: :func:`add_safe_globals` on entry, those entries removed on exit.
+
+        >>> import argparse, io
+        >>> import torchlean as tl
+        >>> with tl.serialization.safe_globals([argparse.Namespace]):
+        ...     tl.serialization.get_safe_globals()
+        [<class 'argparse.Namespace'>]
+        >>> tl.serialization.get_safe_globals()
+        []
+    """
+
+    def __init__(self, safe_globals):
+        self.safe_globals = safe_globals
+
+    def __enter__(self):
+        add_safe_globals(self.safe_globals)
+
+    def __exit__(self, type, value, tb):
+        remove_safe_globals(self.safe_globals)
+
+
+class CheckpointFormatError(TorchLeanError, ValueError):
+    """Not a ``torch.save`` zip checkpoint (torch raises ValueError)."""
+
+
+def get_unsafe_globals_in_checkpoint(f) -> list:
+    """The ``module.Name`` globals of a ``torch.save`` zip checkpoint's pickle that :func:`load` does not
+    allow (neither tensor/container names nor :func:`add_safe_globals` entries); a static scan, as in
+    torch (order unspecified there; first appearance here)."""
+    fobj, where, owned = _open(f, False)
+    try:
+        start = fobj.tell()
+        if not is_torch_zip(fobj.read(4)):
+            raise CheckpointFormatError(f"get_unsafe_globals_in_checkpoint: expected {where} to be a checkpoint "
+                                        f"returned by torch.save (a zip archive)")
+        fobj.seek(start)
+        with zipfile.ZipFile(fobj) as zf:
+            pkl = [n for n in zf.namelist() if n.endswith("data.pkl") and n.count("/") <= 1]
+            if len(pkl) != 1:
+                raise CheckpointFormatError(f"get_unsafe_globals_in_checkpoint: {where} has no torch data.pkl record")
+            data = zf.read(pkl[0])
+    finally:
+        if owned is not None:
+            owned.close()
+    safe = set(RestrictedUnpickler(io.BytesIO(b""))._allowed) | set(user_allowed())
+    return [g for g in globals_in_pickle(data) if g not in safe]

@@ -12,6 +12,13 @@ tensors: each view is read with its storage offset and strides, bounds-checked a
 and copied contiguous. The legacy non-zip format (``_use_new_zipfile_serialization=False``) is read
 the same way.
 
+Classes a user allowlists (:func:`add_safe_globals`) are rebuilt only when they are plain data
+containers that can be built without running their code: instances made by ``object.__new__`` whose
+pickled state is written into their ``__dict__`` (``argparse.Namespace``, dataclasses, plain classes
+without ``__new__``/``__setstate__``), and namedtuples (``tuple.__new__`` over the pickled fields). No
+``__init__``, ``__setstate__`` or ``__reduce__`` callable of a file is ever called; any other allowlisted
+name (a function, a class with custom construction) is refused like an unlisted one.
+
     >>> import io, pickle
     >>> from torchlean.torch_pickle import RestrictedUnpickler, UnpicklingError
     >>> bad = pickle.dumps(print)
@@ -28,6 +35,7 @@ import _compat_pickle
 import collections
 import io
 import pickle
+import pickletools
 import zipfile
 
 import numpy as np
@@ -36,7 +44,8 @@ from .dtypes import NAMES
 from .errors import TorchLeanError
 from .shape import Size
 
-__all__ = ["RestrictedUnpickler", "UnpicklingError", "is_torch_legacy", "is_torch_zip", "load_torch"]
+__all__ = ["RestrictedUnpickler", "UnpicklingError", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
+           "globals_in_pickle", "is_torch_legacy", "is_torch_zip", "load_torch", "remove_safe_globals"]
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
@@ -128,6 +137,110 @@ def _view(storage, offset, size, stride, dtype=None):
     return np.lib.stride_tricks.as_strided(data[offset:], size, tuple(s * it for s in stride)).copy()
 
 
+# ---- user-allowlisted globals (torch.serialization.add_safe_globals) ----------------------------
+
+#: The user's allowlist, an immutable tuple replaced on change (torch keeps a set).
+_safe_globals: tuple = ()
+
+
+def _check_entry(f):
+    if isinstance(f, tuple):
+        if len(f) != 2:
+            raise UnpicklingError(f"add_safe_globals: expected a tuple of length 2 (global, str of its full path), "
+                                  f"got a tuple of length {len(f)}")
+        if type(f[1]) is not str:
+            raise UnpicklingError(f"add_safe_globals: expected the second item to be the str of the global's full "
+                                  f"path, got {type(f[1]).__name__}")
+    return f
+
+
+def add_safe_globals(safe_globals) -> None:
+    """Allow these classes (or ``(class, "module.Name")`` pairs) in torch checkpoints: see the module docs."""
+    global _safe_globals
+    _safe_globals = _safe_globals + tuple(_check_entry(f) for f in safe_globals if f not in _safe_globals)
+
+
+def remove_safe_globals(safe_globals) -> None:
+    global _safe_globals
+    _safe_globals = tuple(f for f in _safe_globals if f not in set(safe_globals))
+
+
+def get_safe_globals() -> list:
+    """The user's allowlist, as :func:`add_safe_globals` received it."""
+    return list(_safe_globals)
+
+
+def clear_safe_globals() -> None:
+    """Empty the user's allowlist."""
+    global _safe_globals
+    _safe_globals = ()
+
+
+def user_allowed() -> dict:
+    """``{"module.Name": class}`` of the user's allowlist (torch's naming: module and qualified name)."""
+    out = {}
+    for f in _safe_globals:
+        if isinstance(f, tuple):
+            out[f[1]] = f[0]
+        else:
+            out[f"{f.__module__}.{f.__qualname__}"] = f
+    return out
+
+
+def _namedtuple_new(cls):
+    """True when ``cls`` is a namedtuple whose ``__new__`` is the one ``collections.namedtuple`` wrote."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        return False
+    for c in cls.__mro__:
+        if "__new__" in vars(c):
+            return "_fields" in vars(c) and "_make" in vars(c)
+    return False
+
+
+def _plain(cls) -> bool:
+    """A class rebuilt from its state without running its code: see the module docs."""
+    if not isinstance(cls, type) or getattr(cls, "__setstate__", None) is not None:
+        return False
+    if _namedtuple_new(cls):
+        return True
+    # BUILD writes a dict state straight into __dict__; a slot state goes through setattr
+    return cls.__new__ is object.__new__ and (cls.__setattr__ is object.__setattr__ or
+                                              not any("__slots__" in vars(c) for c in cls.__mro__))
+
+
+def _rebuilder(cls, qualname):
+    """What ``find_class`` returns for an allowlisted plain class: a type whose construction (NEWOBJ or
+    REDUCE) makes the instance without the class's code; BUILD then fills its ``__dict__``."""
+    if _namedtuple_new(cls):
+        def new(_proxy, *args):
+            if len(args) != len(cls._fields):
+                raise UnpicklingError(f"load: {qualname} record has {len(args)} fields, the class {len(cls._fields)}")
+            return tuple.__new__(cls, args)
+    else:
+        def new(_proxy, *args):
+            if args:
+                raise UnpicklingError(f"load: {qualname} record passes constructor arguments; only plain "
+                                      f"state (object.__new__ + __dict__) is rebuilt")
+            return object.__new__(cls)
+    return type(f"_Rebuild_{cls.__name__}", (), {"__new__": new})
+
+
+def globals_in_pickle(data: bytes) -> list:
+    """The ``module.name`` of every GLOBAL of a pickle, as torch's unpickler maps protocol-2 names, in order
+    of first appearance (a static scan: nothing is loaded)."""
+    out = []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL":
+            module, name = arg.split(" ", 1)
+            if (module, name) in _compat_pickle.NAME_MAPPING:
+                module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+            elif module in _compat_pickle.IMPORT_MAPPING:
+                module = _compat_pickle.IMPORT_MAPPING[module]
+            if f"{module}.{name}" not in out:
+                out.append(f"{module}.{name}")
+    return out
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """A ``pickle.Unpickler`` that resolves only the names of torch's ``weights_only=True`` allowlist.
 
@@ -179,6 +292,13 @@ class RestrictedUnpickler(pickle.Unpickler):
         module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         obj = self._allowed.get(f"{module}.{name}")
         if obj is None:
+            user = user_allowed().get(f"{module}.{name}")
+            if user is not None and _plain(user):
+                return _rebuilder(user, f"{module}.{name}")
+            if user is not None:
+                raise UnpicklingError(f"load: refusing to unpickle {module}.{name} although it is allowlisted: "
+                                      f"only plain data classes (object.__new__ and __dict__ state, namedtuples) "
+                                      f"are rebuilt, since building anything else runs the file's code")
             raise UnpicklingError(f"load: refusing to unpickle {module}.{name}: only tensors, storages, dtypes and "
                                   f"plain containers (torch's weights_only=True allowlist) are read; "
                                   f"the file may run code if loaded with torch.load(weights_only=False)")

@@ -645,6 +645,16 @@ class Module:
     def cpu(self):
         return self.to("cpu")
 
+    def share_memory(self) -> "Module":
+        """Move every parameter, buffer and existing gradient into shared memory
+        (:meth:`Tensor.share_memory_`), so that processes the module is sent to update the same
+        values (Hogwild training with :mod:`torchlean.multiprocessing`). CPU modules only."""
+        for t in [*self.parameters(), *self.buffers()]:
+            t.share_memory_()
+            if t._grad is not None:
+                t._grad.share_memory_()
+        return self
+
     def cuda(self, device=None):
         return self.to("cuda" if device is None else device)
 

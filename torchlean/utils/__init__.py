@@ -1,5 +1,6 @@
-"""torch.utils's layout under torchlean: :mod:`torchlean.utils.data` (datasets, samplers, DataLoader)."""
+"""torch.utils's layout under torchlean: :mod:`torchlean.utils.data` (datasets, samplers, DataLoader) and
+:mod:`torchlean.utils.model_zoo` (``load_url``)."""
 
-from . import data
+from . import data, model_zoo
 
-__all__ = ["data"]
+__all__ = ["data", "model_zoo"]
