@@ -151,6 +151,7 @@ REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.reg
               "torchlean.testing.kernel_cases": {"GENERATORS"},
               "torchlean.autograd.dispatch": {"DISPATCH"},   # DISPATCH: the one dispatch cache
               "torchlean.bench.bench_cuda_kernels": {"ROWS"},  # a script's result table, one run per process
+              "torchlean.distributions.kl": {"_KL_REGISTRY"},  # register_kl's table, filled at import
               "torchlean.optim.optimizer": {"_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"},  # registered hooks
               "torchlean.ops.table": {"FUNCTIONS", "METHODS"},
               "torchlean.autograd.record": {"DIFFERENTIABLE_VJPS"}, "torchlean.dtypes": {"NAMES", "_BY_NP", "_NP_ALIASES", "_CATEGORY"}}

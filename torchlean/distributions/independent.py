@@ -1,0 +1,96 @@
+"""Independent (torch.distributions.independent): reinterprets batch axes of a distribution as
+event axes, so ``log_prob`` sums over them.
+
+    >>> import torchlean as tl
+    >>> from torchlean.distributions import Independent, Normal
+    >>> d = Independent(Normal(tl.zeros(3), tl.ones(3)), 1)
+    >>> d.batch_shape, d.event_shape, round(d.log_prob(tl.zeros(3)).item(), 4)
+    (torchlean.Size([]), torchlean.Size([3]), -2.7568)
+"""
+
+from __future__ import annotations
+
+from ..tensor import Size
+from . import constraints
+from .distribution import Distribution, _size
+from .utils import _sum_rightmost
+
+__all__ = ["Independent"]
+
+
+class Independent(Distribution):
+    """``base_distribution`` with its ``reinterpreted_batch_ndims`` rightmost batch axes made event axes."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, base_distribution, reinterpreted_batch_ndims, validate_args=None):
+        if reinterpreted_batch_ndims > len(base_distribution.batch_shape):
+            raise ValueError("Expected reinterpreted_batch_ndims <= len(base_distribution.batch_shape), "
+                             f"actual {reinterpreted_batch_ndims} vs {len(base_distribution.batch_shape)}")
+        shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        event_dim = reinterpreted_batch_ndims + len(base_distribution.event_shape)
+        batch_shape = shape[:len(shape) - event_dim]
+        event_shape = shape[len(shape) - event_dim:]
+        self.base_dist = base_distribution
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+        super().__init__(Size(batch_shape), Size(event_shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Independent, _instance)
+        batch_shape = tuple(_size(batch_shape))
+        new.base_dist = self.base_dist.expand(batch_shape + tuple(self.event_shape[:self.reinterpreted_batch_ndims]))
+        new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
+        Distribution.__init__(new, Size(batch_shape), self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def has_rsample(self):
+        return self.base_dist.has_rsample
+
+    @property
+    def has_enumerate_support(self):
+        if self.reinterpreted_batch_ndims > 0:
+            return False
+        return self.base_dist.has_enumerate_support
+
+    @constraints.dependent_property
+    def support(self):
+        result = self.base_dist.support
+        if self.reinterpreted_batch_ndims:
+            result = constraints.independent(result, self.reinterpreted_batch_ndims)
+        return result
+
+    @property
+    def mean(self):
+        return self.base_dist.mean
+
+    @property
+    def mode(self):
+        return self.base_dist.mode
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def sample(self, sample_shape=Size()):
+        return self.base_dist.sample(sample_shape)
+
+    def rsample(self, sample_shape=Size()):
+        return self.base_dist.rsample(sample_shape)
+
+    def log_prob(self, value):
+        log_prob = self.base_dist.log_prob(value)
+        return _sum_rightmost(log_prob, self.reinterpreted_batch_ndims)
+
+    def entropy(self):
+        entropy = self.base_dist.entropy()
+        return _sum_rightmost(entropy, self.reinterpreted_batch_ndims)
+
+    def enumerate_support(self, expand=True):
+        if self.reinterpreted_batch_ndims > 0:
+            raise NotImplementedError("Enumeration over cartesian product is not implemented")
+        return self.base_dist.enumerate_support(expand=expand)
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.base_dist}, {self.reinterpreted_batch_ndims})"
