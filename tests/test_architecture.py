@@ -28,7 +28,7 @@ LAYERS = [
     {"kernels"},
     {"autograd"},
     {"testing"},
-    {"tensor", "serialization", "torch_pickle", "capture", "cuda", "amp", "accelerator", "backends"},
+    {"tensor", "serialization", "torch_pickle", "capture", "cuda", "amp", "accelerator", "backends", "onnx"},
     {"ops", "linalg", "autograd_api"},
     {"nn", "optim", "multiprocessing", "distributions"},
     {"ir"},

@@ -33,6 +33,7 @@ import io
 import json
 import mmap as _mmap
 import os
+import sys
 import zipfile
 
 import numpy as np
@@ -151,8 +152,84 @@ class _Encoder:
             return obj
         if type(obj).__name__ == "device" and isinstance(getattr(obj, "type", None), str):
             return {"__device__": str(obj)}
+        if _is_module_class(type(obj)):
+            return self.module(obj, path)
+        if callable(obj) and str(getattr(obj, "__module__", "")).startswith("torchlean.") \
+                and _resolve(obj.__module__, getattr(obj, "__qualname__", "")) is obj:
+            return {"__function__": [obj.__module__, obj.__qualname__]}   # torchlean's own, by name
         raise TorchLeanError(f"save: cannot store a value of type {type(obj).__name__} at {_where(path)} "
                              f"(tensors, arrays, numbers, str, bytes, None, dtypes, dict, list, tuple, set)")
+
+
+def _is_module_class(cls) -> bool:
+    """A subclass of torchlean's ``nn.Module`` (found by its MRO: this layer does not import nn)."""
+    return isinstance(cls, type) and any(c.__name__ == "Module" and c.__module__ == "torchlean.nn.module"
+                                         for c in cls.__mro__)
+
+
+def _module_record(self, obj, path):
+    """A whole Module (``torch.save(model, f)``): its class by name, and its attributes as data —
+    parameters and buffers as tensors, submodules as records, hooks only when there are none."""
+    cls = type(obj)
+    attrs = []
+    for k, v in vars(obj).items():
+        if k == "_parameters":
+            v = {n: (None if p is None else {"__param__": self.array(p, path + [n])}) for n, p in v.items()}
+            attrs.append([k, {"__dict__": [[n, r] for n, r in v.items()]}])
+            continue
+        if "hooks" in k and isinstance(v, dict):
+            if v:
+                raise TorchLeanError(f"save: {_where(path)} ({cls.__name__}) has {k}; hooks are code and are "
+                                     f"not saved: remove them, or save the state_dict")
+        attrs.append([k, self(v, path + [k])])
+    return {"__module__": [cls.__module__, cls.__qualname__], "attrs": attrs}
+
+
+_Encoder.module = _module_record
+
+
+def _resolve(modname, qualname):
+    """The object ``modname.qualname`` among the modules already imported (never importing one)."""
+    obj = sys.modules.get(modname)
+    for part in str(qualname).split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    return obj
+
+
+_PARAMS_MADE = ("parameters made by this load",)   # a key no tensor name can equal
+
+
+def _module_from_record(node, tensors):
+    """Rebuild a saved Module without running any of its code: the class must already be imported
+    (this never imports a module a file names) and be an ``nn.Module`` subclass; the object is made
+    with ``object.__new__`` and given its saved attributes (no ``__init__``, ``__setstate__``)."""
+    modname, qualname = node["__module__"]
+    cls = _resolve(modname, qualname)
+    if cls is None:
+        raise TorchLeanError(f"load: the file holds a whole {modname}.{qualname} module; that class is not "
+                             f"imported in this process, and loading never imports code a file names: "
+                             f"import {modname} first (or save and load the model's state_dict)")
+    if not _is_module_class(cls):
+        raise TorchLeanError(f"load: {modname}.{qualname} is not an nn.Module subclass; refused")
+    param_cls = sys.modules["torchlean.nn.parameter"].Parameter
+    made = tensors.setdefault(_PARAMS_MADE, {})  # one Parameter per stored tensor: tied weights stay tied
+    obj = object.__new__(cls)
+    for k, v in node["attrs"]:
+        if k == "_parameters":
+            params = collections.OrderedDict()
+            for n, r in v["__dict__"]:
+                if r is None:
+                    params[n] = None
+                    continue
+                name = r["__param__"]["__tensor__"]
+                if name not in made:
+                    made[name] = param_cls(_decode(r["__param__"], tensors))
+                params[n] = made[name]
+            val = params
+        else:
+            val = _decode(v, tensors)
+        object.__setattr__(obj, k, val)
+    return obj
 
 
 def _decode(node, tensors):
@@ -182,6 +259,14 @@ def _decode(node, tensors):
         return complex(*node["__complex__"])
     if "__device__" in node:
         return node["__device__"]
+    if "__module__" in node:
+        return _module_from_record(node, tensors)
+    if "__function__" in node:
+        modname, qualname = node["__function__"]
+        fn = _resolve(modname, qualname) if str(modname).startswith("torchlean.") else None
+        if fn is None or not callable(fn):
+            raise TorchLeanError(f"load: {modname}.{qualname} is not one of torchlean's functions; refused")
+        return fn
     raise TorchLeanError(f"load: unknown record {sorted(node)[:3]} in the checkpoint's structure")
 
 

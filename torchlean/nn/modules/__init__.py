@@ -14,13 +14,12 @@ from __future__ import annotations
 import math
 
 from ...errors import DomainError
-from ...kernels import get_kernels
 from ...ops import einsum, rand
 from ...tensor import Tensor, as_dtype, float32
 from .. import functional as F
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import Parameter, int_arg, zeros_value
 
 __all__ = ["Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
            "Bilinear"]
@@ -29,7 +28,7 @@ __all__ = ["Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Dropout1d",
 def _empty_param(shape, device, dtype):
     """A zero Parameter, filled by the layer's reset_parameters()."""
     dt = as_dtype(dtype) or float32
-    return Parameter(Tensor(get_kernels(device or "cpu").zeros(tuple(shape), dt)))
+    return Parameter(Tensor(zeros_value(shape, dt, device)))
 
 
 class Identity(Module):
@@ -51,8 +50,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features = int_arg(type(self).__name__, "in_features", in_features)
+        self.out_features = int_arg(type(self).__name__, "out_features", out_features)
         self.weight = _empty_param((self.out_features, self.in_features), device, dtype)
         if bias:
             self.bias = _empty_param((self.out_features,), device, dtype)
@@ -208,3 +207,18 @@ class Bilinear(Module):
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+_SUBMODULES = frozenset({"activation", "adaptive", "batchnorm", "channelshuffle", "container", "conv", "distance",
+                         "dropout", "flatten", "fold", "instancenorm", "lazy", "linear", "loss", "module",
+                         "normalization", "padding", "pixelshuffle", "pooling", "rnn", "sparse", "transformer",
+                         "upsampling"})
+
+
+def __getattr__(name):
+    # torch.nn.modules imports its submodules, so `torch.nn.modules.dropout.Dropout` works without an import;
+    # here they load on first access (importing them with this package would be circular).
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
