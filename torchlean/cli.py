@@ -1,7 +1,7 @@
 """The ``torchlean`` command (also ``python -m torchlean``).
 
     torchlean quickstart [tensors|autograd|mlp] [--steps N] [--device cpu|cuda]
-    torchlean check [--device cpu|cuda] [--op PATTERN] [-v]
+    torchlean check [--device cpu|cuda] [--op PATTERN] [-v]      (ops and fused optimizer steps)
     torchlean ir check|run|convert FILE ...
     torchlean train MODEL [--device] [--steps | --epochs] [--batch-size] [--lr] [--seed] [--eager]
                           [--checkpoint PATH [--resume]] [--plot PNG]
@@ -147,8 +147,8 @@ def _check(args) -> int:
     require_device(args.device)
     if args.model:
         return _import_optional("torchlean.ir.cli", "check --model").check_model(args.model, args.device)
-    from .testing.checks import run_checks
-    results = run_checks(args.device, args.op)
+    from .testing.checks import run_checks, run_optimizer_checks
+    results = run_checks(args.device, args.op) + run_optimizer_checks(args.device, args.op)
     if not results:
         where = f" matching {args.op!r}" if args.op else ""
         raise TorchLeanError(f"check: no op{where} has contract checks on device {args.device!r}")

@@ -14,9 +14,18 @@ program's dtype) on the same inputs and reports, for every node:
   check (``DEVICE_TOL[device]`` scaled by the op's ``tol_scale``, ``atol + rtol *
   max|reference|`` as in :mod:`torchlean.testing.checks`).
 
-A node is inside the contract when its local error is; the report passes when
-every node is, and ``first_divergence`` names the first node that is not — the
-place where the device stopped computing the meaning.
+With ``grads=True`` (the default) each node's **local gradient** is checked the same
+way: a random cotangent of the node's shape is pulled back through the device's
+backward rule (on the values the program saved) and through the spec's VJP in
+float64 on the same parent values; a wrong derivative in a kernel shows up at its
+node even when every forward value is right.
+
+A node is inside the contract when its local value error and its local gradient
+error are; the report passes when every node is, and ``first_divergence`` names
+the first node that is not — the place where the device stopped computing the
+meaning (``report[i].what`` says whether the value or the gradient left it).
+Entries whose float64 reference lies beyond the program dtype's range are
+compared with that dtype's infinity, which is what a faithful kernel gives there.
 
     >>> import numpy as np
     >>> from torchlean import ir
@@ -34,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import TorchLeanError
 from ..spec import SPEC
 from ..testing.opinfo import DEVICE_TOL, OPINFOS
 from .compile import LOWERING, compile
@@ -55,10 +65,22 @@ class NodeReport:
     local_rel: float
     tol: float              # the float32 contract for the local error: atol + rtol * max|reference|
     ok: bool
+    grad_abs: float = 0.0   # local gradient error (device backward vs spec VJP, same inputs, random cotangent)
+    grad_tol: float = 0.0   # its contract
+    grad_ok: bool = True
+
+    @property
+    def value_ok(self) -> bool:
+        return bool(np.isfinite(self.local_abs)) and self.local_abs <= self.tol
+
+    @property
+    def what(self) -> str:
+        """What left the meaning: ``"value"``, ``"gradient"`` or ``""`` (nothing)."""
+        return "" if self.ok else ("value" if not self.value_ok else "gradient")
 
     @property
     def status(self) -> str:
-        return "ok" if self.ok else "DIVERGES"
+        return "ok" if self.ok else f"DIVERGES ({self.what})"
 
 
 @dataclass
@@ -102,11 +124,12 @@ class Report:
         return len(self.nodes)
 
     def __str__(self):
-        head = ["node", "kind", "shape", "abs err", "rel err", "local abs", "local rel", "contract", "status"]
+        head = ["node", "kind", "shape", "abs err", "rel err", "local abs", "local rel", "contract",
+                "grad local", "grad contract", "status"]
         rows = [[f"%{r.id}", r.kind, str(r.shape), _e(r.abs_err), _e(r.rel_err), _e(r.local_abs),
-                 _e(r.local_rel), _e(r.tol), r.status] for r in self.nodes]
+                 _e(r.local_rel), _e(r.tol), _e(r.grad_abs), _e(r.grad_tol), r.status] for r in self.nodes]
         widths = [max(len(h), *(len(row[j]) for row in rows)) if rows else len(h) for j, h in enumerate(head)]
-        right = {3, 4, 5, 6, 7}
+        right = {3, 4, 5, 6, 7, 8, 9}
 
         def line(cells):
             return "  ".join(c.rjust(w) if j in right else c.ljust(w)
@@ -123,8 +146,12 @@ class Report:
                        f"{_e(self.max_abs_err)} abs, {_e(self.max_rel_err)} rel")
         else:
             r = self.nodes[fd[0]]
-            out.append(f"first divergence: node {r.id} ({r.kind}): local error {_e(r.local_abs)} "
-                       f"exceeds the contract {_e(r.tol)}")
+            if r.what == "value":
+                out.append(f"first divergence: node {r.id} ({r.kind}): local error {_e(r.local_abs)} "
+                           f"exceeds the contract {_e(r.tol)}")
+            else:
+                out.append(f"first divergence: node {r.id} ({r.kind}): local gradient error "
+                           f"{_e(r.grad_abs)} exceeds the contract {_e(r.grad_tol)}")
         return "\n".join(out)
 
     __repr__ = __str__
@@ -154,12 +181,44 @@ def _err(got, ref) -> tuple[float, float, float]:
     return a, (a / scale if scale > 0 else a), scale
 
 
+def _in_range(ref, dtype):
+    """``ref`` with entries beyond ``dtype``'s finite range replaced by that dtype's infinity."""
+    ref = np.asarray(ref, dtype=np.float64)
+    big = float(np.finfo(dtype).max) if np.dtype(dtype).kind == "f" else np.inf
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(ref) > big, np.sign(ref) * np.inf, ref)
+
+
+def _local_grad(prog, n, step, args64, seed):
+    """(error, scale) of node ``n``'s device backward against the spec VJP on ``args64``."""
+    K = prog.K
+    tn = step.tnode
+    if not step.rg or tn.saved is None or tn.value is None or tn.value.dtype.kind != "f":
+        return 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    gy = rng.standard_normal(tuple(tn.value.shape)).astype(prog.dtype).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = SPEC[n.kind].vjp(gy, *args64, **n.attrs)
+        got = tn.rule.backward(K, tn.saved, K.from_host(gy, prog.dtype), step.needs)
+    worst_a = worst_scale = 0.0
+    for i, (need, gd) in enumerate(zip(step.needs, got)):
+        if not need or gd is None or i >= len(ref) or ref[i] is None:
+            continue
+        gd = np.asarray(K.to_host(gd), dtype=np.float64)
+        a, _, scale = _err(gd, _in_range(ref[i], prog.dtype))
+        if not np.isfinite(a):
+            return a, scale
+        worst_a, worst_scale = max(worst_a, a), max(worst_scale, scale)
+    return worst_a, worst_scale
+
+
 def check_equivalence(g: Graph, payload=None, *inputs, device: str = "cpu", dtype=np.float32,
-                      program=None) -> Report:
+                      program=None, grads: bool = True, seed: int = 0) -> Report:
     """Run the meaning and the compiled program side by side; a :class:`Report` per node.
 
     ``program`` may be a :class:`~torchlean.ir.Program` already compiled from ``g``
     and ``payload`` (it is compiled here otherwise, on ``device`` in ``dtype``).
+    ``grads`` also checks each node's local gradient (random cotangents from ``seed``).
     Printing the report gives the table; ``report.passed`` and
     ``report.first_divergence`` give the verdict.
     """
@@ -175,6 +234,7 @@ def check_equivalence(g: Graph, payload=None, *inputs, device: str = "cpu", dtyp
               for key in prog.param_slots}
     atol, rtol = DEVICE_TOL.get(prog.device, DEVICE_TOL["cuda"])
     report = Report(device=prog.device, dtype=prog.dtype.name)
+    step_of = {st.node.id: st for st in prog.steps}
     for n in g.nodes:
         i = n.id
         a, r, _ = _err(vals[i], ref[i])
@@ -189,10 +249,21 @@ def check_equivalence(g: Graph, payload=None, *inputs, device: str = "cpu", dtyp
             args = spec_args(n, [vals[p] for p in n.parents], params)
             with np.errstate(all="ignore"):
                 local_ref = np.asarray(SPEC[kind].forward(*args, **n.attrs))
+            if local_ref.dtype.kind == "f":
+                local_ref = _in_range(local_ref, prog.dtype)
         la, lr, scale = _err(vals[i], local_ref)
         info = OPINFOS.get(kind)
         ts = info.tol_scale if info is not None else 1.0
         tol = atol * ts + rtol * ts * scale
         ok = bool(np.isfinite(la)) and la <= tol
-        report.nodes.append(NodeReport(i, kind, tuple(n.out_shape), a, r, la, lr, tol, ok))
+        ga, gtol, gok = 0.0, 0.0, True
+        if grads and i in step_of and kind not in ("input", "const", "param"):
+            try:
+                ga, gscale = _local_grad(prog, n, step_of[i], args, seed * 1_000_003 + i)
+            except TorchLeanError as e:  # a spec without a VJP here (an integer result): nothing to compare
+                ga, gscale = 0.0, 0.0
+                del e
+            gtol = atol * ts + rtol * ts * gscale
+            gok = bool(np.isfinite(ga)) and ga <= gtol
+        report.nodes.append(NodeReport(i, kind, tuple(n.out_shape), a, r, la, lr, tol, ok and gok, ga, gtol, gok))
     return report

@@ -8,6 +8,12 @@ For an op, a sample and a device:
 * ``spec_mode``: the tape in reference mode (``fast_kernels=False``) against the spec;
 * ``bad``: each bad input raises its documented error, naming the op.
 
+``run_checks`` runs ``forward`` and ``vjp`` on every record's ordinary samples and on its
+``edge`` samples (kinks, ties, x100 and near-overflow magnitudes: rows ``edge forward`` /
+``edge vjp``), so the documented subgradient conventions and the stability tricks are part of
+the contract. ``run_optimizer_checks`` runs each fused optimizer-step kernel for a few steps
+against PyTorch's update rule written out in float64 (rows ``optim step``).
+
 Each returns a :class:`Result` (max abs error, max relative error, passed).
 """
 
@@ -158,6 +164,22 @@ def check_bad(info: OpInfo, device: str, rng) -> list[Result]:
     return out
 
 
+def check_samples(info: OpInfo, samples, device: str, rng, kind: str = "") -> list[Result]:
+    """Forward and VJP of every sample against the spec; ``kind`` prefixes the check's name
+    (``"edge "``: the kink, tie and large-magnitude samples of ``info.edge``)."""
+    out = []
+    for s in samples:
+        for fn in (lambda: check_forward(info, s, device), lambda: check_vjp(info, s, device, rng)):
+            try:
+                r = fn()
+                r.check = kind + r.check
+                out.append(r)
+            except Exception as e:  # noqa: BLE001 - a crash is exactly what this check reports
+                out.append(Result(info.name, kind + "error", device, float("nan"), float("nan"), False,
+                                  f"{s.desc}: {type(e).__name__}: {e}"))
+    return out
+
+
 def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
                all_devices: bool = False) -> list[Result]:
     """Every op's contract on ``device`` (ops whose name contains ``pattern``).
@@ -172,13 +194,155 @@ def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
             continue
         if device not in info.devices and not all_devices:
             continue
-        for s in info.samples(rng):
-            for fn in (lambda: check_forward(info, s, device),
-                       lambda: check_vjp(info, s, device, rng)):
-                try:
-                    results.append(fn())
-                except Exception as e:  # noqa: BLE001
-                    results.append(Result(name, "error", device, float("nan"), float("nan"), False,
-                                          f"{s.desc}: {type(e).__name__}: {e}"))
+        for kind, samples in (("", info.samples(rng)), ("edge ", info.edge(rng))):
+            results.extend(check_samples(info, samples, device, rng, kind))
         results.extend(check_bad(info, device, rng))
     return results
+
+
+# ---- optimizers: each fused step kernel against a float64 reference step ----------------------
+
+def _ref_sgd(p, g, st, t, lr, momentum, dampening, weight_decay, nesterov, **_):
+    d = g + weight_decay * p
+    if momentum:
+        st["buf"] = d.copy() if t == 1 else momentum * st["buf"] + (1 - dampening) * d
+        d = d + momentum * st["buf"] if nesterov else st["buf"]
+    return p - lr * d
+
+
+def _ref_adam(p, g, st, t, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, maximize=False, **_):
+    g = -g if maximize else g
+    if decoupled:
+        p = p * (1 - lr * weight_decay)
+    else:
+        g = g + weight_decay * p
+    st["m"] = beta1 * st["m"] + (1 - beta1) * g
+    st["v"] = beta2 * st["v"] + (1 - beta2) * g * g
+    v = st["v"]
+    if amsgrad:
+        st["vmax"] = v = np.maximum(st["vmax"], st["v"])
+    m_hat = st["m"] / (1 - beta1 ** t)
+    v_hat = v / (1 - beta2 ** t)
+    return p - lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def _ref_adagrad(p, g, st, t, lr, lr_decay, weight_decay, eps, **_):
+    g = g + weight_decay * p
+    st["sum_sq"] = st["sum_sq"] + g * g
+    return p - lr / (1 + (t - 1) * lr_decay) * g / (np.sqrt(st["sum_sq"]) + eps)
+
+
+def _ref_rmsprop(p, g, st, t, lr, alpha, eps, weight_decay, momentum, centered, **_):
+    g = g + weight_decay * p
+    st["sq_avg"] = alpha * st["sq_avg"] + (1 - alpha) * g * g
+    if centered:
+        st["grad_avg"] = alpha * st["grad_avg"] + (1 - alpha) * g
+        avg = np.sqrt(st["sq_avg"] - st["grad_avg"] ** 2) + eps
+    else:
+        avg = np.sqrt(st["sq_avg"]) + eps
+    if momentum > 0:
+        st["buf"] = momentum * st["buf"] + g / avg
+        return p - lr * st["buf"]
+    return p - lr * g / avg
+
+
+def _ref_adadelta(p, g, st, t, lr, rho, eps, weight_decay, **_):
+    g = g + weight_decay * p
+    st["sq_avg"] = rho * st["sq_avg"] + (1 - rho) * g * g
+    delta = np.sqrt(st["acc_delta"] + eps) / np.sqrt(st["sq_avg"] + eps) * g
+    st["acc_delta"] = rho * st["acc_delta"] + (1 - rho) * delta * delta
+    return p - lr * delta
+
+
+#: kernel -> (float64 reference step, state arrays, configurations): PyTorch's documented update
+#: rules written out again in float64, independently of the host kernels they check.
+OPTIMIZER_CHECKS = {
+    "sgd_step": (_ref_sgd, ("buf",), [
+        dict(lr=0.1), dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=1e-2),
+        dict(lr=0.1, momentum=0.9, nesterov=True)]),
+    "adam_step": (_ref_adam, ("m", "v", "vmax"), [
+        dict(), dict(weight_decay=1e-2), dict(weight_decay=1e-2, decoupled=True),
+        dict(weight_decay=1e-2, decoupled=True, amsgrad=True), dict(amsgrad=True)]),
+    "adam_step_multi": (_ref_adam, ("m", "v", "vmax"), [
+        dict(), dict(weight_decay=0.1, decoupled=True), dict(amsgrad=True), dict(maximize=True, weight_decay=0.05)]),
+    "adagrad_step": (_ref_adagrad, ("sum_sq",), [dict(lr=0.1, lr_decay=0.01, weight_decay=1e-3, eps=1e-10)]),
+    "rmsprop_step": (_ref_rmsprop, ("sq_avg", "buf", "grad_avg"), [
+        dict(weight_decay=1e-3), dict(weight_decay=1e-3, momentum=0.9, centered=True),
+        dict(weight_decay=1e-3, momentum=0.5)]),
+    "adadelta_step": (_ref_adadelta, ("sq_avg", "acc_delta"), [dict(lr=1.0, eps=1e-6),
+                                                               dict(lr=1.0, eps=1e-6, weight_decay=1e-2)]),
+}
+_HYPER = dict(lr=1e-2, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, beta1=0.9, beta2=0.999,
+              eps=1e-8, decoupled=False, amsgrad=False, maximize=False, lr_decay=0.0, alpha=0.99, rho=0.9,
+              centered=False)
+
+
+def _device_step(K, name, p, g, st, t, h):
+    """One call of the fused kernel ``name`` on device arrays (state arrays in ``st``, in place)."""
+    if name == "sgd_step":
+        K.sgd_step(p, g, st["buf"] if h["momentum"] else None, h["lr"], h["momentum"], h["dampening"],
+                   h["weight_decay"], h["nesterov"], t == 1)
+    elif name == "adam_step":
+        K.adam_step(p, g, st["m"], st["v"], t, h["lr"], h["beta1"], h["beta2"], h["eps"], h["weight_decay"],
+                    h["decoupled"], st["vmax"] if h["amsgrad"] else None)
+    elif name == "adam_step_multi":
+        K.adam_step_multi([p], [g], [st["m"]], [st["v"]], [st["vmax"] if h["amsgrad"] else None], [t], h["lr"],
+                          h["beta1"], h["beta2"], h["eps"], h["weight_decay"], h["decoupled"], h["maximize"])
+    elif name == "adagrad_step":
+        K.adagrad_step(p, g, st["sum_sq"], t, h["lr"], h["lr_decay"], h["weight_decay"], h["eps"])
+    elif name == "rmsprop_step":
+        K.rmsprop_step(p, g, st["sq_avg"], st["buf"] if h["momentum"] > 0 else None,
+                       st["grad_avg"] if h["centered"] else None, h["lr"], h["alpha"], h["eps"],
+                       h["weight_decay"], h["momentum"])
+    elif name == "adadelta_step":
+        K.adadelta_step(p, g, st["sq_avg"], st["acc_delta"], h["lr"], h["rho"], h["eps"], h["weight_decay"])
+    else:
+        raise KeyError(name)
+
+
+def check_optimizer(name: str, device: str, rng, steps: int = 5, shape=(7, 5)) -> list[Result]:
+    """Kernel ``name`` run for ``steps`` steps in float32 on ``device`` (random gradients) against
+    the float64 reference step from the same float32 start; every configuration of
+    :data:`OPTIMIZER_CHECKS`, the parameter and every state array compared after each step."""
+    ref_step, state_names, configs = OPTIMIZER_CHECKS[name]
+    K = get_kernels(device)
+    atol, rtol = DEVICE_TOL[device]
+    out = []
+    for cfg in configs:
+        h = dict(_HYPER, **cfg)
+        p64 = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+        st64 = {s: np.zeros(shape) for s in state_names}
+        p = K.from_host(p64, np.float32)
+        st = {s: K.from_host(np.zeros(shape), np.float32) for s in state_names}
+        worst_a = worst_r = 0.0
+        ok = True
+        for t in range(1, steps + 1):
+            g64 = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+            _device_step(K, name, p, K.from_host(g64, np.float32), st, t, h)
+            p64 = ref_step(p64, g64, st64, t, **h)
+            pairs = [(K.to_host(p), p64)] + [(K.to_host(st[s]), st64[s]) for s in state_names
+                                             if np.any(st64[s] != 0)]
+            for got, ref in pairs:
+                a, r = _err(got, ref)
+                scale = float(np.abs(ref).max())
+                ok &= bool(np.isfinite(a)) and a <= 5 * (atol + rtol * scale)
+                worst_a, worst_r = max(worst_a, a), max(worst_r, r)
+        desc = ", ".join(f"{k}={v}" for k, v in cfg.items()) or "defaults"
+        out.append(Result(name, "optim step", device, worst_a, worst_r, bool(ok), f"{steps} steps, {desc}"))
+    return out
+
+
+def run_optimizer_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0) -> list[Result]:
+    """:func:`check_optimizer` for every fused optimizer kernel whose name contains ``pattern``."""
+    import fnmatch
+    rng = np.random.default_rng(seed)
+    out = []
+    for name in OPTIMIZER_CHECKS:
+        if pattern and not (pattern in name or fnmatch.fnmatch(name, pattern)):
+            continue
+        try:
+            out.extend(check_optimizer(name, device, rng))
+        except Exception as e:  # noqa: BLE001 - a crash is exactly what this check reports
+            out.append(Result(name, "optim error", device, float("nan"), float("nan"), False,
+                              f"{type(e).__name__}: {e}"))
+    return out

@@ -160,7 +160,7 @@ def _flags(hard, causal):
     return int(bool(hard)) | (2 if causal else 0)
 
 
-def flash_attention_fwd(q, k, v, mask, scale, hard, causal=False):
+def flash_attention_fwd(q, k, v, mask, scale, hard=False, causal=False):
     var = _head_dim(q, k, v, mask)
     if var is None:
         return _host.flash_attention_fwd(q, k, v, mask, scale, hard, causal, xp=cupy)

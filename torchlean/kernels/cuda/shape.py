@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import math
 from functools import partial
 
@@ -32,9 +31,7 @@ def concat1d(a, b):
 
 def slice1d(x, start, length):
     x = _contig(_dev(x))
-    # Python slicing clips to the array, and so does the host kernel.
-    start = builtins.min(builtins.max(int(start), 0), x.shape[0])
-    length = builtins.max(builtins.min(int(length), x.shape[0] - start), 0)
+    start, length = host_shape._slice1d_bounds(x, start, length)  # the contract's start + length <= n
     out = cupy.empty((length,) + x.shape[1:], dtype=x.dtype)
     n = out.size
     inner = math.prod(x.shape[1:])

@@ -70,7 +70,7 @@ def _keep_tile(mask, causal, B, n, j0, j1, *, xp=np):
     return tri if keep is None else keep & tri
 
 
-def flash_attention_fwd(q, k, v, mask, scale, hard, causal=False, *, xp=np):
+def flash_attention_fwd(q, k, v, mask, scale, hard=False, causal=False, *, xp=np):
     B, n, _ = q.shape
     m, R = k.shape[1], B * n
     qs = q * _c(q, scale)

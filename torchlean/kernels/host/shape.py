@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...shape import reduced_axes
 
 
@@ -12,7 +13,17 @@ def concat1d(a, b):
     return np.concatenate([a, b])
 
 
+def _slice1d_bounds(x, start, length):
+    """The contract's ``start + length <= n``: a silent clip would hide an off-by-one in a caller."""
+    start, length, n = int(start), int(length), int(x.shape[0]) if x.ndim else -1
+    if n < 0 or start < 0 or length < 0 or start + length > n:
+        raise ShapeError(f"slice1d: x[{start}:{start + length}] of an array of shape {tuple(x.shape)} "
+                         f"(needs 0 <= start, 0 <= length, start + length <= n)")
+    return start, length
+
+
 def slice1d(x, start, length):
+    start, length = _slice1d_bounds(x, start, length)
     return x[start:start + length].copy()
 
 

@@ -1,7 +1,8 @@
 """The op test registry: one small :class:`OpInfo` record per op drives every
 contract check (pytest and ``torchlean check``) on every device.
 
-A record says how to draw sample inputs (float64, kept off kinks), which inputs
+A record says how to draw sample inputs (float64, kept off kinks; ``edge`` samples
+sit exactly on kinks and ties and at large magnitudes), which inputs
 are differentiable, which bad inputs must raise which error, and optionally how
 torch computes the same thing (the test oracle).
 """
@@ -49,6 +50,10 @@ class OpInfo:
     tol_scale: float = 1.0        # multiplies DEVICE_TOL for ops that sum many terms
     devices: tuple = ("cpu", "cuda")
     family: str = ""            # set by defop: the family file that registers the record
+    # Samples at kinks, ties and large magnitudes (opinfo/edge.py): checked by ``torchlean check``
+    # (device forward and device VJP against the spec) but never by finite differences, which are
+    # undefined at a kink and meaningless near overflow.
+    edge: Callable[[np.random.Generator], list] = lambda rng: []
 
     def differentiable(self, n_inputs: int) -> tuple:
         return tuple(range(n_inputs)) if self.diff is None else self.diff
@@ -82,5 +87,6 @@ def rand_away(rng, *shape, lo=-1.0, hi=1.0, gap=0.05, points=(0.0,)):
 for _family in FAMILIES:
     import_module(f"{__name__}.{_family}")  # registration
 from . import compound  # noqa: E402,F401  (registration)
+from . import edge  # noqa: E402,F401  (edge samples of the records above)
 
 __all__ = ["OpInfo", "Sample", "BadInput", "OPINFOS", "defop", "DEVICE_TOL", "rand", "rand_away"]
