@@ -185,8 +185,18 @@ def test_damage_message_is_clear():
     tl.save({"w": tl.zeros(64)}, buf)
     bad = bytearray(buf.getvalue())
     bad[-5] ^= 0x10
-    with pytest.raises(tl.TorchLeanError, match="digest"):
+    with pytest.raises(tl.errors.SerializationError, match="bytes of tensor 'w' changed"):
         tl.load(io.BytesIO(bytes(bad)))
+    # the structure record edited (same length, so the file still parses): the metadata is named
+    buf = io.BytesIO()
+    tl.save({"w": tl.zeros(2), "epoch": 7}, buf)
+    bad = buf.getvalue().replace(b'7', b'8', 1) if b'7' in buf.getvalue()[8:200] else None
+    data = buf.getvalue()
+    n = int.from_bytes(data[:8], "little")
+    header = data[8:8 + n].replace(b"7]", b"8]")
+    assert header != data[8:8 + n]
+    with pytest.raises(tl.errors.SerializationError, match="metadata"):
+        tl.load(io.BytesIO(data[:8] + header + data[8 + n:]))
 
 
 # ---- torch.save files ------------------------------------------------------------------------------

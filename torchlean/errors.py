@@ -38,6 +38,22 @@ class DomainError(TorchLeanError, ValueError):
     """An argument outside an op's domain (log of x <= 0 in the IR interpreter, beta = 0, ...)."""
 
 
+class ResourceError(TorchLeanError, MemoryError):
+    """An allocation larger than the limit (``set_options(max_alloc_bytes=...)``) or the memory
+    the machine has available, refused before anything is allocated; a ``MemoryError`` so code
+    written for torch's out-of-memory errors still catches it."""
+
+
+class DimRangeError(ShapeError, IndexError):
+    """A dimension (axis) argument outside ``[-ndim, ndim)``: torch raises ``IndexError`` there, and
+    NumPy's ``AxisError`` is both kinds too, so ``except IndexError`` and ``except ValueError`` both work."""
+
+
+class NonFiniteError(DomainError, RuntimeError):
+    """A total that must be finite is NaN or inf (``clip_grad_norm_(error_if_nonfinite=True)``): torch
+    raises RuntimeError there; a DomainError too, as the value is outside the op's domain."""
+
+
 class BackendUnavailableError(TorchLeanError, RuntimeError):
     """An optional backend (CuPy, safetensors, onnx, ...) is not installed or has no device."""
 
@@ -53,6 +69,11 @@ class IRError(TorchLeanError, ValueError):
 class LinAlgError(TorchLeanError, RuntimeError):
     """A matrix outside a decomposition's domain (singular for inv/solve, not positive-definite for
     cholesky): torch.linalg.LinAlgError."""
+
+
+class SerializationError(TorchLeanError, ValueError):
+    """A saved file that cannot be used: damaged bytes (naming the tensor), a malformed or crafted
+    metadata record (naming the field), an unknown format."""
 
 
 class AbstractMethodError(TorchLeanError, NotImplementedError):

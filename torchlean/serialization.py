@@ -39,7 +39,7 @@ import zipfile
 import numpy as np
 
 from .dtypes import NAMES, DType, dtype_of
-from .errors import BackendUnavailableError, DeviceError, TorchLeanError
+from .errors import BackendUnavailableError, DeviceError, SerializationError, TorchLeanError
 from .fileio import atomic_write
 from .shape import Size
 from .tensor import Tensor, _place, device_name
@@ -206,11 +206,11 @@ def _module_from_record(node, tensors):
     modname, qualname = node["__module__"]
     cls = _resolve(modname, qualname)
     if cls is None:
-        raise TorchLeanError(f"load: the file holds a whole {modname}.{qualname} module; that class is not "
+        raise SerializationError(f"load: the file holds a whole {modname}.{qualname} module; that class is not "
                              f"imported in this process, and loading never imports code a file names: "
                              f"import {modname} first (or save and load the model's state_dict)")
     if not _is_module_class(cls):
-        raise TorchLeanError(f"load: {modname}.{qualname} is not an nn.Module subclass; refused")
+        raise SerializationError(f"load: {modname}.{qualname} is not an nn.Module subclass; refused")
     param_cls = sys.modules["torchlean.nn.parameter"].Parameter
     made = tensors.setdefault(_PARAMS_MADE, {})  # one Parameter per stored tensor: tied weights stay tied
     obj = object.__new__(cls)
@@ -265,9 +265,9 @@ def _decode(node, tensors):
         modname, qualname = node["__function__"]
         fn = _resolve(modname, qualname) if str(modname).startswith("torchlean.") else None
         if fn is None or not callable(fn):
-            raise TorchLeanError(f"load: {modname}.{qualname} is not one of torchlean's functions; refused")
+            raise SerializationError(f"load: {modname}.{qualname} is not one of torchlean's functions; refused")
         return fn
-    raise TorchLeanError(f"load: unknown record {sorted(node)[:3]} in the checkpoint's structure")
+    raise SerializationError(f"load: unknown record {sorted(node)[:3]} in the checkpoint's structure")
 
 
 def _digest(meta: dict, entries) -> str:
@@ -277,6 +277,21 @@ def _digest(meta: dict, entries) -> str:
         h.update(json.dumps([name, code, list(shape), len(data)]).encode())
         h.update(data)
     return h.hexdigest()
+
+
+def _damaged(meta, entries) -> str:
+    """Which part of a file whose digest failed changed: the tensors named, or the metadata."""
+    try:
+        recorded = json.loads(meta.get("tensor_sha256", "null"))
+    except ValueError:
+        recorded = None
+    if not isinstance(recorded, dict):
+        return "its content digest does not match"
+    bad = [n for n, (_, _, _, d) in entries.items() if recorded.get(n) != hashlib.sha256(d).hexdigest()[:16]]
+    bad += [n for n in recorded if n not in entries]
+    if bad:
+        return f"the bytes of tensor {', '.join(repr(n) for n in bad[:5])} changed after it was saved"
+    return "its metadata (the structure record) changed after it was saved"
 
 
 def _tensor_walk(node, out):
@@ -333,6 +348,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
         if code is None:
             raise TorchLeanError(f"save: tensor {name!r} has dtype {a.dtype}, which safetensors cannot store")
         entries.append((name, code, a.shape, a.reshape(-1).view(np.uint8)))   # the bytes, not a copy
+    meta["tensor_sha256"] = json.dumps({n: hashlib.sha256(d).hexdigest()[:16] for n, _, _, d in entries})
     meta["sha256"] = _digest(meta, entries)
     data = st.save(tensors, metadata=meta)
     if isinstance(f, (str, os.PathLike)):
@@ -347,7 +363,7 @@ def _read_safetensors(buf, where):
     """Header and ``{name: (code, shape, bytes-like)}`` of a safetensors buffer, validated as the
     format requires (header size, JSON, known dtypes, byte ranges that tile the data exactly)."""
     def bad(why):
-        return TorchLeanError(f"load: {where} is not a valid safetensors or torch.save file ({why})")
+        return SerializationError(f"load: {where} is not a valid safetensors or torch.save file ({why})")
 
     if len(buf) < 8:
         raise bad(f"{len(buf)} bytes")
@@ -517,13 +533,13 @@ def _load_safetensors(buf, where, place):
     if "sha256" in meta:
         got = _digest(meta, [(n, c, s, d) for n, (c, s, _, d) in entries.items()])
         if got != meta["sha256"]:
-            raise TorchLeanError(f"load: {where} is damaged: its content digest does not match (sha256 {got[:12]}... "
-                                 f"!= recorded {meta['sha256'][:12]}...)")
+            raise SerializationError(f"load: {where} is damaged: {_damaged(meta, entries)} (content sha256 "
+                                     f"{got[:12]}... != recorded {meta['sha256'][:12]}...)")
         if meta.get("format") != _FORMAT:
-            raise TorchLeanError(f"load: {where}: unknown checkpoint format {meta.get('format')!r}")
+            raise SerializationError(f"load: {where}: unknown checkpoint format {meta.get('format')!r}")
     elif meta.get("format") == _FORMAT or (meta.get("format") != _FORMAT_V1 and any(k in meta for k in _OUR_KEYS)):
-        raise TorchLeanError(f"load: {where} is damaged: a torchlean checkpoint without its content digest "
-                             f"(format {meta.get('format')!r})")
+        raise SerializationError(f"load: {where} is damaged: a torchlean checkpoint without its content digest "
+                                 f"(format {meta.get('format')!r})")
     arrays = {n: np.frombuffer(d, dtype=npd).reshape(s) for n, (c, s, npd, d) in entries.items()}
     try:
         if "tree" in meta:
@@ -547,8 +563,11 @@ def _load_safetensors(buf, where, place):
         for k in order:
             out[k] = tensors[k]
         return out
-    except (KeyError, TypeError, ValueError) as e:
-        raise TorchLeanError(f"load: {where} has a damaged structure record ({type(e).__name__}: {e})") from e
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
+        if isinstance(e, TorchLeanError):
+            raise
+        raise SerializationError(f"load: {where} has a damaged structure record ({type(e).__name__}: "
+                                 f"{str(e)[:200]})") from None
 
 
 class safe_globals:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from math import prod
 
-from .errors import ShapeError
+from .errors import DimRangeError, ShapeError
 
 Shape = tuple
 
@@ -165,7 +165,7 @@ def norm_axis(axis: int, ndim: int, op: str) -> int:
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise ShapeError(f"{op}: axis must be an int, got {axis!r}")
     if not -ndim <= axis < max(ndim, 1):
-        raise ShapeError(f"{op}: axis {axis} out of range for a tensor with {ndim} axes")
+        raise DimRangeError(f"{op}: axis {axis} out of range for a tensor with {ndim} axes")
     return axis % ndim if ndim else 0
 
 

@@ -486,8 +486,11 @@ def _seeds(op, outputs, grad_outputs, create_graph=False):
             seed = g._value if isinstance(g, Variable) else K.from_host(g, t._value.dtype)
             if tuple(seed.shape) != shape:
                 raise ShapeError(f"{op}: gradient shape {tuple(seed.shape)} does not match output shape {shape}")
+            cast = seed.dtype != t._value.dtype   # torch casts a seed to its output's dtype: .grad keeps the leaf's
+            if cast:
+                seed = K.astype(seed, t._value.dtype)
             if create_graph and isinstance(g, Variable):
-                seed = g
+                seed = record("cast", (g,), {"dtype": t._value.dtype.name}) if cast else g
         out.append((t, seed))
     return out
 

@@ -25,13 +25,15 @@ from . import functional_layers as FL
 from . import init
 from .module import Module
 from .modules import _empty_param
+from .parameter import int_arg, zeros_value
 
 __all__ = ["LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SpectralConv1d", "SelectiveScan"]
 
 
 def _buffer(shape, value, device, dtype):
     dt = as_dtype(dtype) or float32
-    return Tensor(get_kernels(device or "cpu").full(tuple(shape), value, dt))
+    z = zeros_value(shape, dt, device)
+    return Tensor(get_kernels(device or "cpu").full(z.shape, value, dt) if value else z)
 
 
 # ---- normalization --------------------------------------------------------------------------
@@ -98,7 +100,7 @@ class _BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  device=None, dtype=None, *, bias=True):
         super().__init__()
-        self.num_features = int(num_features)
+        self.num_features = int_arg(type(self).__name__, "num_features", num_features)
         self.eps = eps
         self.momentum = momentum
         self.affine = affine

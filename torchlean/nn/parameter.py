@@ -8,11 +8,52 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
+from ..kernels import get_kernels
 from ..ops import tensor
+from ..ops.creation import check_alloc
 from ..tensor import Tensor, float32
+
+
+def _constructing() -> str:
+    """The class name of the module whose ``__init__`` is on the stack (the op a user typed), so a
+    refused parameter names ``Linear`` rather than an internal helper."""
+    f = sys._getframe(2)
+    while f is not None:
+        obj = f.f_locals.get("self")
+        if f.f_code.co_name == "__init__" and obj is not None and not isinstance(obj, Tensor):
+            return type(obj).__name__
+        f = f.f_back
+    return "Parameter"
+
+
+def int_arg(op, what, v) -> int:
+    """A module's size argument: an int (NumPy ints too), never a bool, float or None. ``int(2.5)``
+    would silently build a smaller layer than asked for; torch raises TypeError."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise DTypeError(f"{op}: {what} must be an int, got {type(v).__name__} {v!r}")
+    return int(v)
+
+
+def zeros_value(shape, dt, device=None):
+    """The zero array of a module's parameter or buffer, its sizes checked first: a negative or
+    non-int size raises ShapeError/DTypeError and a too-large one ResourceError, naming the module,
+    before NumPy or CuPy is asked for the memory."""
+    shape = tuple(shape)
+    device = device or "cpu"
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise DTypeError(f"{_constructing()}: sizes must be ints, got {type(d).__name__} {d!r} in {shape}")
+        if d < 0:
+            raise ShapeError(f"{_constructing()}: negative dimension {d} in parameter shape {shape}")
+    shape = tuple(int(d) for d in shape)
+    dt = getattr(dt, "dtype", dt)
+    check_alloc(_constructing(), shape, dt, device)
+    return get_kernels(device).zeros(shape, dt)
 
 
 class Parameter(Tensor):

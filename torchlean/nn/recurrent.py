@@ -26,14 +26,13 @@ import warnings
 import numpy as np
 
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
-from ..kernels import get_kernels
 from ..ops import cat, stack
 from ..tensor import Tensor, as_dtype, float32
 from . import functional as F
 from . import init
 from .functional_recurrent import gru_layer, lstm_layer, rnn_layer
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, zeros_value
 from .utils.rnn import PackedSequence, _packed_to_time_major, _time_major_to_packed
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -43,7 +42,7 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 def _param(shape, device, dtype):
     dt = as_dtype(dtype) or float32
-    return Parameter(Tensor(get_kernels(device or "cpu").zeros(tuple(shape), dt)))
+    return Parameter(Tensor(zeros_value(shape, dt, device)))
 
 
 def _check_int(name, what, v):

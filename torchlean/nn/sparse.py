@@ -14,18 +14,17 @@ gradients) is not supported and raises DomainError; every other option behaves a
 from __future__ import annotations
 
 from ..errors import DomainError, ShapeError
-from ..kernels import get_kernels
 from ..tensor import Tensor, as_dtype, float32, no_grad
 from . import functional_sparse as FS
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, zeros_value
 
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
 def _table(num, dim, device, dtype):
-    return Parameter(Tensor(get_kernels(device or "cpu").zeros((num, dim), as_dtype(dtype) or float32)))
+    return Parameter(Tensor(zeros_value((num, dim), as_dtype(dtype) or float32, device)))
 
 
 def _padding_idx(padding_idx, num, cls):

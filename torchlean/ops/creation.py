@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import secrets
 
 import numpy as np
@@ -35,7 +36,8 @@ import numpy as np
 from ..device import normalize as _normalize_device
 from ..dtypes import (_BY_NP, DType, as_dtype, bool_, finfo, float32, float64, get_default_dtype, iinfo, int64,
                       promote_types)
-from ..errors import DomainError, DTypeError, ShapeError
+from ..errors import DomainError, DTypeError, ResourceError, ShapeError
+from ..options import get_options
 from ..kernels import get_kernels
 from ..spec.rng import random_bits
 from ..tensor import _RNG, Tensor, next_rng_key, no_grad
@@ -69,6 +71,57 @@ def _int(op, v, what):
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise DTypeError(f"{op}: {what} must be an int, got {type(v).__name__} {v!r}")
     return int(v)
+
+
+#: Requests below this many bytes skip the look-up of available memory (one file read): they cannot
+#: exhaust a machine, and the allocation's own MemoryError is still turned into a ResourceError.
+_SMALL_ALLOC = 1 << 24
+
+
+def _available_bytes(device: str) -> int:
+    """Bytes an allocation may take now: the CUDA device's free memory plus the blocks its pool
+    caches, or the host's ``MemAvailable`` (physical pages times available pages where no
+    /proc/meminfo exists)."""
+    if device.startswith("cuda"):
+        import cupy  # the device exists: get_kernels(device) already succeeded for this tensor
+
+        from .. import cuda as _cuda
+        free = int(cupy.cuda.Device().mem_info[0])
+        st = _cuda.memory_stats()
+        return free + max(0, st["pool_reserved_bytes"] - st["pool_used_bytes"])
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def check_alloc(op, shape, dtype, device="cpu") -> int:
+    """Refuse, before allocating, a tensor of ``shape`` and ``dtype`` on ``device`` larger than
+    ``max_alloc_bytes`` (set_options) or the memory available: a :class:`ResourceError` naming the
+    op, the shape and the bytes, instead of NumPy's MemoryError or the OOM killer later. Returns the
+    bytes. Cheap for small requests (Python ints only)."""
+    n = 1
+    for d in shape:
+        n *= d
+    nbytes = n * (dtype.dtype.itemsize if isinstance(dtype, DType) else np.dtype(dtype).itemsize)
+    limit = get_options().max_alloc_bytes
+    if limit is not None:
+        if nbytes > limit:
+            raise ResourceError(f"{op}: a tensor of shape {tuple(shape)} needs {nbytes} bytes, more than "
+                                f"max_alloc_bytes={limit}")
+    elif nbytes >= _SMALL_ALLOC:
+        avail = _available_bytes(str(device))
+        if nbytes > avail:
+            raise ResourceError(f"{op}: a tensor of shape {tuple(shape)} needs {nbytes} bytes, more than the "
+                                f"{avail} bytes available on {device}")
+    return nbytes
 
 
 def _is_size(v) -> bool:
@@ -259,7 +312,14 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
 # ---- filled tensors -------------------------------------------------------------------------
 
 def _filled(op, shape, value, dt, device, requires_grad):
-    return _leaf(op, get_kernels(_device(device)).full(shape, value, dt.dtype), requires_grad)
+    device = _device(device)
+    check_alloc(op, shape, dt, device)
+    try:
+        v = get_kernels(device).full(shape, value, dt.dtype)
+    except MemoryError as e:   # under the limit but still more than the allocator could give
+        raise ResourceError(f"{op}: could not allocate a tensor of shape {tuple(shape)} ({dt.name}) on {device}: "
+                            f"{e}") from None
+    return _leaf(op, v, requires_grad)
 
 
 @export("zeros", method=False)
@@ -368,7 +428,7 @@ def new_empty(self, *size, dtype=None, device=None, requires_grad=False, **kw) -
 @export("new_full", function=False)
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, **kw) -> Tensor:
     _inert("new_full", kw)
-    return _filled("new_full", _shape_of("new_full", size), _scalar(fill_value), as_dtype(dtype) or self.dtype,
+    return _filled("new_full", _shape_of("new_full", size), _number("new_full", fill_value, "fill_value"), as_dtype(dtype) or self.dtype,
                    _device(device, self.device), requires_grad)
 
 
@@ -396,7 +456,8 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False,
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False, **kw) -> Tensor:
     """A 0-d tensor holding the number ``s``, in the default float dtype unless ``dtype`` is given."""
     _inert("scalar_tensor", kw)
-    return _filled("scalar_tensor", (), _scalar(s), as_dtype(dtype) or get_default_dtype(), device, requires_grad)
+    s = _number("scalar_tensor", s, "s")
+    return _filled("scalar_tensor", (), s, as_dtype(dtype) or get_default_dtype(), device, requires_grad)
 
 
 def _tri_indices(op, fn, row, col, offset, dtype, device):
@@ -406,6 +467,7 @@ def _tri_indices(op, fn, row, col, offset, dtype, device):
     dt = as_dtype(dtype) or int64
     if dt not in (int64, as_dtype("int32")):
         raise DTypeError(f"{op}: dtype must be int32 or int64, got {dt.name}")
+    check_alloc(op, (2, row * col), np.int64)   # an upper bound of the host indices
     idx = np.stack(fn(row, offset, col)).astype(dt.dtype).reshape(2, -1)
     return _leaf(op, _upload(idx, dt, _device(device)), False)
 
@@ -434,6 +496,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False, **kw) -> Ten
     m = n if m is None else _int("eye", m, "m")
     _check_shape("eye", (n, m))
     dt = as_dtype(dtype) or get_default_dtype()
+    check_alloc("eye", (n, m), dt, _device(device))
     return _leaf("eye", _upload(np.eye(n, m, dtype=dt.dtype), dt, _device(device)), requires_grad)
 
 
@@ -466,12 +529,9 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=
     if (step > 0 and end < start) or (step < 0 and end > start):
         raise DomainError(f"arange: upper bound and lower bound inconsistent with step sign "
                           f"(start={start}, end={end}, step={step})")
-    if dt.kind in "iub":
-        n = -((start - end) // step)
-        a = start + step * np.arange(n, dtype=np.int64)
-    else:
-        n = math.ceil((end - start) / step)
-        a = start + step * np.arange(n, dtype=np.float64)
+    n = -((start - end) // step) if dt.kind in "iub" else math.ceil((end - start) / step)
+    check_alloc("arange", (n,), np.float64, _device(device))   # the float64/int64 host buffer
+    a = start + step * np.arange(n, dtype=np.int64 if dt.kind in "iub" else np.float64)
     return _leaf("arange", _upload(a.astype(dt.dtype), dt, _device(device)), requires_grad)
 
 
@@ -480,6 +540,7 @@ def _linspace_values(op, start, end, steps, dt):
     steps = _int(op, steps, "steps")
     if steps < 0:
         raise ShapeError(f"{op}: number of steps must be non-negative, got {steps}")
+    check_alloc(op, (steps,), np.float64)   # the host buffer, before any device copy
     if dt.kind in "iub":  # torch truncates the ends to the integer dtype first
         start, end = int(start), int(end)
     # torch's symmetric formula (from start below steps // 2, from end above), in float32
@@ -651,6 +712,7 @@ def _key(op, generator):
 def _uniform_value(op, shape, dt, device, generator):
     """U[0, 1) in ``dt``: float32/float64 straight from the stream; narrower floats from float32
     uniforms kept below 1 so rounding never reaches 1."""
+    check_alloc(op, shape, dt, device)
     s, c = _key(op, generator)
     K = get_kernels(device)
     if dt == float32 or dt == float64:
@@ -660,12 +722,14 @@ def _uniform_value(op, shape, dt, device, generator):
 
 
 def _normal_value(op, shape, dt, device, generator):
+    check_alloc(op, shape, dt, device)
     s, c = _key(op, generator)
     return get_kernels(device).randn(shape, s, c, dt.dtype)
 
 
 def _open_uniform64(op, shape, device, generator):
     """float64 uniforms in (0, 1]: what logs and inverse CDFs take."""
+    check_alloc(op, shape, np.float64, device)
     s, c = _key(op, generator)
     K = get_kernels(device)
     return K.sub(K.full(shape, 1.0, np.float64), K.rand_uniform(shape, s, c, np.float64))
@@ -674,6 +738,7 @@ def _open_uniform64(op, shape, device, generator):
 def _randint_value(op, shape, low, high, dt, device, generator):
     """Integers uniform on [low, high) as ``dt``: floor(u * n) from float64 uniforms when the range
     n fits in 53 bits (bias below n / 2**53), else the stream's 64 bits modulo n."""
+    check_alloc(op, shape, np.float64, device)   # the float64 uniforms come first
     s, c = _key(op, generator)
     K = get_kernels(device)
     n = high - low
@@ -790,6 +855,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False,
     n = _int("randperm", n, "n")
     _check_shape("randperm", (n,))
     dt = as_dtype(dtype) or int64
+    check_alloc("randperm", (n,), np.float64)   # the host uniforms that are sorted
     s, c = _key("randperm", generator)
     u = get_kernels("cpu").rand_uniform((n,), s, c, np.float64)
     return _leaf("randperm", _upload(np.argsort(u, kind="stable").astype(dt.dtype), dt, _device(device)),

@@ -750,8 +750,10 @@ def _host_values(t) -> np.ndarray:
 def nonzero(x: Tensor, *, as_tuple=False):
     """torch.nonzero: the int64 ``(n, ndim)`` coordinates of the non-zero entries in row-major order;
     ``as_tuple=True``: one 1-D tensor per axis (a 0-d input counts as 1-D)."""
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"nonzero: expected a Tensor, got {type(x).__name__}")
     a = _host_values(x)
-    dev = x.device if isinstance(x, Tensor) else "cpu"
+    dev = x.device
     if as_tuple:
         coords = np.nonzero(a.reshape(-1) if a.ndim == 0 else a)
         return tuple(_tensor_like(c.astype(np.int64), dev) for c in coords)

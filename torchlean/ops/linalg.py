@@ -546,12 +546,14 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1) -> Tensor:
     _tensors("diag_embed", input)
     if input.ndim == 0:
         raise ShapeError("diag_embed: input must have at least 1 dimension")
-    n = input.shape[-1]
-    N = n + abs(offset)
-    e = np.zeros((n, N, N))
-    i = np.arange(n)
-    e[i, i + max(-offset, 0), i + max(offset, 0)] = 1
-    y = einsum("...i,ijk->...jk", input, const(e, input))
+    # Placed by concatenation and reshapes, never multiplied by a 0/1 matrix: NaN and inf stay on
+    # the diagonal and the zeros stay exact zeros (0 * inf would be NaN), as torch writes them.
+    n, k, lead = input.shape[-1], abs(offset), tuple(input.shape[:-1])
+    y = cat([input.unsqueeze(-1), input.new_zeros(lead + (n, n))], -1)              # (..., n, n + 1)
+    y = y.reshape(*lead, n * (n + 1))[..., :n * n].reshape(*lead, n, n)            # row i: v[i] at column i
+    if k:
+        cols, rows = input.new_zeros(lead + (n, k)), input.new_zeros(lead + (k, n + k))
+        y = cat([cat([cols, y], -1), rows], -2) if offset > 0 else cat([rows, cat([y, cols], -1)], -2)
     nd = y.ndim
     d1, d2 = _norm_dim(dim1, nd, "diag_embed"), _norm_dim(dim2, nd, "diag_embed")
     if d1 == d2:

@@ -251,7 +251,11 @@ trunc = export("trunc", "fix")(_rounding("trunc"))
 @export("round")
 def round(input, *, decimals=0):  # noqa: A001,A002
     """Round half to even; with ``decimals`` as torch: ``round(x * 10^d) / 10^d`` (``d < 0``:
-    ``round(x / 10^-d) * 10^-d``)."""
+    ``round(x / 10^-d) * 10^-d``). Integers are returned as they are when ``decimals`` is 0, as
+    torch does (with decimals torch refuses them)."""
+    if decimals == 0 and isinstance(input, Tensor) and input.dtype is not bool_ \
+            and not input.dtype.is_floating_point:
+        return input.clone()
     x = _float_only("round", input)
     if decimals == 0:
         return record("round", (x,), {})
@@ -322,8 +326,9 @@ def log10(input):  # noqa: A002
 
 @export("rsqrt")
 def rsqrt(input):  # noqa: A002
-    """1 / sqrt(x), as x ** -0.5 (one rounding)."""
-    return record("pow", (_float_input("rsqrt", input),), {"exponent": -0.5})
+    """1 / sqrt(x), as torch computes it: rsqrt(-0) = -inf and rsqrt(-inf) = NaN (``x ** -0.5``
+    would give +inf and 0 there)."""
+    return record("inv", (record("sqrt", (_float_input("rsqrt", input),), {}),), {})
 
 
 @export("square")

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from ...errors import DeviceError, DomainError
+from ...errors import DeviceError, DomainError, NonFiniteError
 from ...kernels import get_kernels
 from ...ops import cat, stack
 from ...tensor import Tensor, no_grad
@@ -35,7 +35,8 @@ def _grads(parameters):
 
 def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None) -> Tensor:
     """The ``norm_type``-norm of ``tensors`` viewed as one vector (the norm of their norms), a 0-d tensor
-    on the first tensor's device; ``error_if_nonfinite`` raises DomainError for a nan or inf total."""
+    on the first tensor's device; ``error_if_nonfinite`` raises NonFiniteError (a RuntimeError, as in
+    torch) for a nan or inf total."""
     from ...linalg import vector_norm
 
     tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
@@ -47,7 +48,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
         norms = [vector_norm(t, norm_type).to(device=first) for t in tensors]
         total = vector_norm(stack(norms), norm_type)
     if error_if_nonfinite and not math.isfinite(float(total)):
-        raise DomainError(f"clip_grad_norm_: The total norm of order {norm_type} for gradients from `parameters` "
+        raise NonFiniteError(f"clip_grad_norm_: The total norm of order {norm_type} for gradients from `parameters` "
                           "is non-finite, so it cannot be clipped. To disable this error and scale the gradients by "
                           "the non-finite norm anyway, set `error_if_nonfinite=False`")
     return total
