@@ -51,7 +51,7 @@ from ..errors import IRError, TorchLeanError
 from ..nn import Module
 from ..tensor import Tensor, get_rng_state, next_rng_key
 from .compile import compile as _compile
-from .trace import trace_call
+from .trace import compile_module, trace_call
 
 __all__ = ["compile", "OptimizedModule", "CompileWarning", "CACHE_SIZE_LIMIT"]
 
@@ -394,16 +394,18 @@ class OptimizedModule(Module):
 
 
 def compile(model=None, *example_inputs, fullgraph=False, dynamic=None, backend="inductor",  # noqa: A001
-            mode=None, options=None, disable=False):
+            mode=None, options=None, disable=False, cuda_graph=None, device=None, dtype=None):
     """torch.compile: return ``model`` (a Module or a function) with its calls compiled.
 
     ``mode="reduce-overhead"`` or ``"max-autotune"``, ``backend="cudagraphs"`` or
     ``options={"triton.cudagraphs": True}`` replay CUDA graphs on CUDA; ``fullgraph=True`` raises
     where the call would run eagerly; ``disable=True`` returns ``model`` itself. ``dynamic`` has no
     effect here: every new shape is traced and compiled for itself, up to :data:`CACHE_SIZE_LIMIT`
-    keys. ``model=None`` gives a decorator. With ``example_inputs`` (torchlean's own form,
-    :func:`~torchlean.ir.compile_module`) the call is traced at once and the returned
-    :class:`~torchlean.ir.CompiledModule` differentiates with its own ``backward()``.
+    keys. ``model=None`` gives a decorator. ``cuda_graph=True`` (torchlean's name) is
+    ``mode="reduce-overhead"``. With ``example_inputs`` (torchlean's own form,
+    :func:`~torchlean.ir.compile_module`, which also takes ``device`` and ``dtype``) the call is
+    traced at once and the returned :class:`~torchlean.ir.CompiledModule` differentiates with its
+    own ``backward()``.
     """
     if mode not in _MODES:
         raise TorchLeanError(f"compile: unknown mode {mode!r}; expected one of "
@@ -418,12 +420,15 @@ def compile(model=None, *example_inputs, fullgraph=False, dynamic=None, backend=
                                  options=options, disable=disable)
     if not callable(model):
         raise TorchLeanError(f"compile: expected a Module or a function, got {type(model).__name__}")
+    cuda_graph = bool(cuda_graph) or mode in _GRAPH_MODES or backend == "cudagraphs" \
+        or bool((options or {}).get("triton.cudagraphs"))
     if example_inputs:
-        from .trace import compile_module
-        return compile_module(model, *example_inputs, cuda_graph=mode in _GRAPH_MODES)
+        return compile_module(model, *example_inputs, cuda_graph=cuda_graph, device=device, dtype=dtype)
+    if device is not None or dtype is not None:
+        raise TorchLeanError("compile: device= and dtype= go with example inputs (tl.compile(fn, *inputs, ...)); "
+                             "without them each call's tensors decide")
     if disable:
         return model
-    cuda_graph = mode in _GRAPH_MODES or backend == "cudagraphs" or bool((options or {}).get("triton.cudagraphs"))
     if isinstance(model, Module):
         return OptimizedModule(model, fullgraph, cuda_graph)
     owner = getattr(model, "__self__", None)
