@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import torchlean as tl
 import torchlean.nn as nn
@@ -21,6 +20,8 @@ from torchlean.errors import (
     TorchLeanError,
 )
 from torchlean.ops.table import _guarded
+
+torch = pytest.importorskip("torch")
 
 
 def _raises(cls, fn, *words):
@@ -221,3 +222,12 @@ def test_rsqrt_matches_torch_at_negative_zero_and_infinities():
     tl.rsqrt(g).sum().backward()
     torch.rsqrt(h).sum().backward()
     np.testing.assert_allclose(g.grad.numpy(), h.grad.numpy(), rtol=1e-6)
+
+
+def test_one_hot_names_the_offending_class_value():
+    import torchlean.nn.functional as F
+    with pytest.raises(tl.errors.IndexRangeError, match="class value 3 is not smaller than num_classes=3"):
+        F.one_hot(tl.tensor([0, 3]), 3)
+    with pytest.raises(tl.errors.IndexRangeError, match="non-negative, got -2"):
+        F.one_hot(tl.tensor([1, -2]), 3)
+    assert F.one_hot(tl.tensor([2, 0]), -1).tolist() == [[0, 0, 1], [1, 0, 0]]

@@ -26,13 +26,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchlean as tl
 import torchlean.nn as tnn
 import torchlean.nn.functional as TF
+
+torch = pytest.importorskip("torch")
 from torchlean.errors import ResourceError, TorchLeanError
 from torchlean.ops.table import FUNCTIONS
 

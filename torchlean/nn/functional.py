@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from ..kernels import get_kernels
-from ..errors import DomainError, DTypeError, TorchLeanError
+from ..errors import DomainError, DTypeError, IndexRangeError, TorchLeanError
 from ..autograd import record
 from ..ops import arange, where
 from ..tensor import Tensor, next_rng_key
@@ -83,12 +83,15 @@ def one_hot(tensor, num_classes=-1):
     t = _tensor(tensor, "one_hot", "tensor")
     if t.dtype.kind not in "iu":
         raise DTypeError(f"one_hot: expects an integer (long) tensor, got dtype {t.dtype.name}")
-    if t.numel() and int(t.min()) < 0:
-        raise DomainError("one_hot: class values must be non-negative")
+    lo, hi = (int(t.min()), int(t.max())) if t.numel() else (0, -1)
+    if lo < 0:
+        raise IndexRangeError(f"one_hot: class values must be non-negative, got {lo}")
     if num_classes == -1:
-        num_classes = int(t.max()) + 1 if t.numel() else 0
-    if num_classes < 0 or (t.numel() and int(t.max()) >= num_classes):
-        raise DomainError(f"one_hot: class values must be smaller than num_classes={num_classes}")
+        num_classes = hi + 1
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 0:
+        raise DomainError(f"one_hot: num_classes must be -1 or a non-negative int, got {num_classes!r}")
+    if hi >= num_classes:
+        raise IndexRangeError(f"one_hot: class value {hi} is not smaller than num_classes={num_classes}")
     classes = arange(num_classes, device=t.device)
     return (t.unsqueeze(-1) == classes).long()
 
