@@ -95,14 +95,15 @@ def test_what_cannot_be_saved_or_loaded_is_refused():
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + n])
     for record, match in (({"__module__": ["os", "_wrap_close"], "attrs": []}, "not an nn.Module"),
-                          ({"__function__": ["os", "system"]}, "not one of torchlean's functions")):
+                          ({"__function__": ["os", "system"]}, "not one of torchlean's functions"),
+                          ({"__dict__": [["w", {"__tensor__": "nope"}]]}, "metadata field 'tree' is malformed")):
         meta = dict(header["__metadata__"], tree=json.dumps(record))
         meta.pop("sha256")
         arrays = stn.load(data)
         entries = [(k, S._CODE_OF[tl.dtypes.dtype_of(a.dtype).name], a.shape, a.reshape(-1).view(np.uint8))
                    for k, a in arrays.items()]
         meta["sha256"] = S._digest(meta, entries)
-        with pytest.raises(tl.TorchLeanError, match=match):
+        with pytest.raises(tl.errors.SerializationError, match=match):
             tl.load(io.BytesIO(stn.save(arrays, metadata=meta)))
 
 

@@ -541,6 +541,7 @@ def _load_safetensors(buf, where, place):
         raise SerializationError(f"load: {where} is damaged: a torchlean checkpoint without its content digest "
                                  f"(format {meta.get('format')!r})")
     arrays = {n: np.frombuffer(d, dtype=npd).reshape(s) for n, (c, s, npd, d) in entries.items()}
+    field = "tree"
     try:
         if "tree" in meta:
             tree = json.loads(meta["tree"])
@@ -555,9 +556,11 @@ def _load_safetensors(buf, where, place):
                 tensors[n] = a.copy() if r.get("numpy") else \
                     place(a.copy(), r.get("device", "cpu"), bool(r.get("requires_grad")))
             return _decode(tree, tensors)
+        field = "tensor_flags"
         flags = json.loads(meta.get("tensor_flags", "{}"))
         tensors = {n: place(a.copy(), flags.get(n, {}).get("device", "cpu"),
                             bool(flags.get(n, {}).get("requires_grad"))) for n, a in arrays.items()}
+        field = "order"
         order = json.loads(meta["order"]) if "order" in meta else list(tensors)   # else: file order
         out = {} if meta.get("plain_dict") or "format" not in meta else collections.OrderedDict()
         for k in order:
@@ -566,7 +569,7 @@ def _load_safetensors(buf, where, place):
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
         if isinstance(e, TorchLeanError):
             raise
-        raise SerializationError(f"load: {where} has a damaged structure record ({type(e).__name__}: "
+        raise SerializationError(f"load: {where}: metadata field {field!r} is malformed ({type(e).__name__}: "
                                  f"{str(e)[:200]})") from None
 
 
