@@ -216,3 +216,10 @@ def test_readme_starts_with_the_commands_ci_runs():
     ci = [ln.strip() for ln in (root / ".ci" / "run").read_text().splitlines()]
     assert "python -m pytest -q" in ci                  # the same test command, nothing added
     assert 'pip install -q -e ".[test]"' in ci and "pip install -q torch==2.13.0" in ci
+
+
+def test_bench_suite_without_its_packages_is_unavailable(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)        # import cupy fails as on a machine without it
+    code, out, err = run(capsys, "bench", "cuda_kernels")
+    assert code == 2
+    assert err.startswith("error: bench cuda_kernels: this suite needs CuPy") and "Traceback" not in err

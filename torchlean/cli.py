@@ -287,6 +287,12 @@ def _bench(args) -> int:
         runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as e:
         return _exit_code(e)
+    except ModuleNotFoundError as e:
+        if e.name in ("cupy", "torch"):
+            need = "CuPy and a GPU (pip install 'torchlean[cuda]')" if e.name == "cupy" else \
+                "PyTorch as the reference (pip install torch)"
+            raise CommandUnavailable(f"bench {args.suite}: this suite needs {need}") from None
+        raise
     finally:
         sys.argv = old
     return EXIT_OK
