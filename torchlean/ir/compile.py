@@ -418,6 +418,14 @@ class Program:
                 K.assign(buf, g)
         return dict(bufs)
 
+    def release_gradients(self) -> None:
+        """Hand the gradient arrays of the last :meth:`backward` over to the caller: the next
+        backward writes into new arrays instead of overwriting them (saves the caller a copy).
+        Not available in CUDA graph mode, whose gradient buffers are part of the captured graph."""
+        if self._graph_mode is not None:
+            raise DeviceError("release_gradients: a CUDA graph program's gradient buffers are fixed; copy them")
+        self._gbuf = {}
+
     # -- payload ----------------------------------------------------------------------------------
     def param(self, key):
         """The device array a payload entry was uploaded to (``key`` as in the payload)."""

@@ -208,16 +208,21 @@ class _Entry:
         K = prog.K
         seeds = [None if g is None else g._value for g in grads]
         got = prog.backward(seeds if len(seeds) > 1 else seeds[0])
+        if prog._graph_mode is None:
+            prog.release_gradients()       # the arrays are ours now: no copy
+            own = lambda g: g              # noqa: E731
+        else:
+            own = K.copy                   # fixed graph buffers: copy out
         res = []
         for k in range(self.n_inputs):
             g = got.get(("input", k))
-            res.append(None if g is None else Tensor(K.copy(g)))
+            res.append(None if g is None else Tensor(own(g)))
         for t, keys in zip(self.bound, self.keys_of):
             acc = None
             for key in keys:
                 g = got.get(key)
                 if g is not None:
-                    acc = K.copy(g) if acc is None else acc + g
+                    acc = own(g) if acc is None else acc + g
             if acc is not None and acc.dtype != t._value.dtype:
                 acc = K.astype(acc, t._value.dtype)
             res.append(None if acc is None or not t.requires_grad else Tensor(acc))
