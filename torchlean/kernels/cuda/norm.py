@@ -1,11 +1,10 @@
-"""CUDA kernels of the norm family: layer normalization, one group per row with statistics in double
-(``src/norm.cu``). Batch normalization has no native kernel: ``batch_norm_fwd`` and
-``batch_norm_bwd`` are the host kernels of :mod:`torchlean.kernels.host.norm` over CuPy arrays
-(``xp=cupy``)."""
+"""CUDA kernels of the norm family (``src/norm.cu``): layer normalization, one group per row with
+statistics in double; batch normalization in three launches each way (per-channel partial sums in
+double over a (blocks, channels) grid, one thread per channel to finish them, one per element to
+apply), the same arithmetic as the host kernels of :mod:`torchlean.kernels.host.norm`."""
 
 from __future__ import annotations
 
-import functools
 
 import cupy
 import numpy as np
@@ -15,11 +14,12 @@ from . import build
 from .build import blocks, ftype, launch
 from .reduce import reduce_sum_axis0
 from .softmax import _row_block
-from ..host import norm as _host
 
 build.declare("norm", [f"{k}<{t}, {v}>" for k in ("layer_norm_fwd_k", "layer_norm_bwd_k") for t in build.FLOATS
                        for v in ("false", "true")]
-              + [f"layer_norm_fwd_reg<{t}, {n}>" for t in build.FLOATS for n in (1, 2, 4, 8)])
+              + [f"layer_norm_fwd_reg<{t}, {n}>" for t in build.FLOATS for n in (1, 2, 4, 8)]
+              + [f"{k}<{t}>" for k in ("bn_fwd_partial", "bn_fwd_stats", "bn_fwd_apply", "bn_bwd_partial",
+                                       "bn_bwd_stats", "bn_bwd_apply") for t in build.FLOATS])
 
 
 def _row_group(n):
@@ -70,7 +70,63 @@ def layer_norm_bwd(x, gamma, mean, rstd, g):
     return dx, s[:n], s[n:]
 
 
-# ---- batch normalization: the host kernels over CuPy arrays (no native kernels yet) ----------
+# ---- batch normalization ---------------------------------------------------------------------
 
-batch_norm_fwd = functools.partial(_host.batch_norm_fwd, xp=cupy)
-batch_norm_bwd = functools.partial(_host.batch_norm_bwd, xp=cupy)
+_BN_TARGET_BLOCKS = 528   # about four blocks per SM of an H100 across all channels
+_BN_MIN_PER_BLOCK = 2048  # values a block sums at least (keeps partials few for small inputs)
+
+
+def _bn_split(total, channels):
+    """(blocks per channel P, values per block): enough blocks to fill the GPU, none too small."""
+    p = max(1, min(-(-_BN_TARGET_BLOCKS // max(channels, 1)), -(-total // _BN_MIN_PER_BLOCK)))
+    return p, -(-total // p)
+
+
+def batch_norm_fwd(x, gamma, beta, eps):
+    """``(y, mean, rstd)`` of x (N, C, S) normalized per channel (biased variance), in three launches."""
+    x = _contig(_dev(x))
+    t = ftype(x.dtype, "batch_norm_fwd")
+    n, c, s = x.shape
+    gamma = _contig(_dev(gamma).astype(x.dtype, copy=False))
+    beta = _contig(_dev(beta).astype(x.dtype, copy=False))
+    y = cupy.empty(x.shape, dtype=x.dtype)
+    mean, rstd = cupy.empty(c, dtype=x.dtype), cupy.empty(c, dtype=x.dtype)
+    total = n * s
+    if c == 0 or total == 0:
+        return y, mean, rstd
+    p, per = _bn_split(total, c)
+    part = cupy.empty((c, p, 2), dtype=np.float64)
+    stat = cupy.empty(c, dtype=np.float64)
+    dims = (np.int64(n), np.int64(c), np.int64(s))
+    launch("norm", f"bn_fwd_partial<{t}>", (p, c), _THREADS, (x, part, *dims, np.int64(per)))
+    launch("norm", f"bn_fwd_stats<{t}>", blocks(c, _THREADS), _THREADS,
+           (x, part, mean, rstd, stat, *dims, np.int64(p), np.float64(eps)))
+    launch("norm", f"bn_fwd_apply<{t}>", min(blocks(x.size, _THREADS), 65536), _THREADS,
+           (x, gamma, beta, mean, stat, y, np.int64(x.size), np.int64(c), np.int64(s)))
+    return y, mean, rstd
+
+
+def batch_norm_bwd(x, gamma, mean, rstd, g):
+    """``(dx, dgamma, dbeta)`` of :func:`batch_norm_fwd` for the cotangent ``g``."""
+    x = _contig(_dev(x))
+    t = ftype(x.dtype, "batch_norm_bwd")
+    n, c, s = x.shape
+    g = _contig(_dev(g).astype(x.dtype, copy=False))
+    gamma = _contig(_dev(gamma).astype(x.dtype, copy=False))
+    mean = _contig(_dev(mean).astype(x.dtype, copy=False))
+    rstd = _contig(_dev(rstd).astype(x.dtype, copy=False))
+    dx = cupy.empty(x.shape, dtype=x.dtype)
+    dgamma, dbeta = cupy.zeros(c, dtype=x.dtype), cupy.zeros(c, dtype=x.dtype)
+    total = n * s
+    if c == 0 or total == 0:
+        return dx, dgamma, dbeta
+    p, per = _bn_split(total, c)
+    part = cupy.empty((c, p, 2), dtype=np.float64)
+    sums = cupy.empty((c, 2), dtype=np.float64)
+    dims = (np.int64(n), np.int64(c), np.int64(s))
+    launch("norm", f"bn_bwd_partial<{t}>", (p, c), _THREADS, (x, g, mean, rstd, part, *dims, np.int64(per)))
+    launch("norm", f"bn_bwd_stats<{t}>", blocks(c, _THREADS), _THREADS,
+           (part, dgamma, dbeta, sums, np.int64(c), np.int64(p)))
+    launch("norm", f"bn_bwd_apply<{t}>", min(blocks(x.size, _THREADS), 65536), _THREADS,
+           (x, g, gamma, mean, rstd, sums, dx, np.int64(x.size), np.int64(c), np.int64(s), np.float64(total)))
+    return dx, dgamma, dbeta

@@ -216,10 +216,19 @@ def max_pool_forward(x, kernel_size, stride, padding, dilation, *, xp=np):
     d = len(k)
     out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, dilation)
     xpad = _pad(x, padding, -np.inf, xp=xp)
-    w = _windows(xpad, k, stride, dilation, out, xp=xp)
-    cols = w.reshape(w.shape[:w.ndim - d] + (prod(k),))
-    idx = xp.argmax(cols, axis=-1)
-    y = xp.take_along_axis(cols, idx[..., None], axis=-1)[..., 0]
+    # One strided slab per kernel offset, in row-major order: a later cell wins only when strictly
+    # larger, or NaN over a number (argmax's first-winner rule). Slabs are plain strided views, so
+    # CuPy runs this without copying a 2d-dimensional window view (whose copy needs a host transfer
+    # of its strides and cannot be captured in a CUDA graph).
+    y = idx = None
+    for j, off in enumerate(itertools.product(*(range(v) for v in k))):
+        v = xpad[_slab(off, stride, dilation, out)]
+        if y is None:
+            y, idx = v.copy(), xp.zeros(v.shape, dtype=np.int64)
+            continue
+        take = (v > y) | (xp.isnan(v) & ~xp.isnan(y))
+        y = xp.where(take, v, y)
+        idx = xp.where(take, np.int64(j), idx)
     if any(padding):
         neg = xp.isneginf(y)
         if neg.any():

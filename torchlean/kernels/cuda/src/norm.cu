@@ -112,3 +112,123 @@ __global__ void layer_norm_bwd_k(const T* __restrict__ x, const T* __restrict__ 
         }
     }
 }
+
+// ---- batch normalization: x (N, C, S), statistics per channel over N * S values ----------------
+//
+// Three launches each way, all sums in double. Stage 1: a (P, C) grid; block (p, c) sums its slice
+// of channel c (shifted by the channel's first value, so the one-pass variance does not cancel:
+// the shifted-data algorithm) into part[c][p][0..1]. Stage 2: one thread per channel adds its P
+// partials. Stage 3: one thread per element.
+
+template <typename T> __device__ __forceinline__ i64 bn_index(i64 e, i64 c, i64 C, i64 S) {
+    const i64 n = e / S;
+    return (n * C + c) * S + (e - n * S);
+}
+
+template <typename T>
+__global__ void bn_fwd_partial(const T* __restrict__ x, double* __restrict__ part, i64 N, i64 C, i64 S, i64 per) {
+    __shared__ double sh[32];
+    const i64 c = blockIdx.y, p = blockIdx.x, P = gridDim.x, total = N * S;
+    const i64 lo = p * per, hi = lo + per < total ? lo + per : total;
+    const double k = double(x[c * S]);  // the channel's first value (n = 0, s = 0)
+    double s1 = 0.0, s2 = 0.0;
+    for (i64 e = lo + threadIdx.x; e < hi; e += blockDim.x) {
+        const double d = double(x[bn_index<T>(e, c, C, S)]) - k;
+        s1 += d;
+        s2 += d * d;
+    }
+    s1 = group_sum<true>(s1, sh);
+    s2 = group_sum<true>(s2, sh);
+    if (threadIdx.x == 0) {
+        part[(c * P + p) * 2] = s1;
+        part[(c * P + p) * 2 + 1] = s2;
+    }
+}
+
+// mean = k + S1 / n; biased var = (S2 - S1^2 / n) / n; rstd = 1 / sqrt(var + eps).
+template <typename T>
+__global__ void bn_fwd_stats(const T* __restrict__ x, const double* __restrict__ part, T* __restrict__ mean,
+                             T* __restrict__ rstd, double* __restrict__ stat, i64 N, i64 C, i64 S, i64 P,
+                             double eps) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s1 = 0.0, s2 = 0.0;
+    for (i64 p = 0; p < P; ++p) {
+        s1 += part[(c * P + p) * 2];
+        s2 += part[(c * P + p) * 2 + 1];
+    }
+    const double n = double(N * S), k = double(x[c * S]);
+    double var = (s2 - s1 * s1 / n) / n;
+    if (var < 0.0) var = 0.0;
+    const double r = 1.0 / sqrt(var + eps);
+    mean[c] = T(k + s1 / n);
+    rstd[c] = T(r);
+    stat[c] = r;  // the scale uses rstd in double, as the host kernel does
+}
+
+// y = (x - mean) * (rstd * gamma) + beta: the mean is subtracted before scaling (no cancellation).
+template <typename T>
+__global__ void bn_fwd_apply(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                             const T* __restrict__ mean, const double* __restrict__ stat, T* __restrict__ y,
+                             i64 total, i64 C, i64 S) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+        const i64 c = (i / S) % C;
+        const T scale = T(stat[c] * double(gamma[c]));
+        y[i] = (x[i] - mean[c]) * scale + beta[c];
+    }
+}
+
+// Partial sums of g and of g * xhat per (p, c), xhat = (x - mean) * rstd.
+template <typename T>
+__global__ void bn_bwd_partial(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ mean,
+                               const T* __restrict__ rstd, double* __restrict__ part, i64 N, i64 C, i64 S, i64 per) {
+    __shared__ double sh[32];
+    const i64 c = blockIdx.y, p = blockIdx.x, P = gridDim.x, total = N * S;
+    const i64 lo = p * per, hi = lo + per < total ? lo + per : total;
+    const T mu = mean[c], r = rstd[c];
+    double sg = 0.0, sgx = 0.0;
+    for (i64 e = lo + threadIdx.x; e < hi; e += blockDim.x) {
+        const i64 i = bn_index<T>(e, c, C, S);
+        const double gv = double(g[i]);
+        sg += gv;
+        sgx += gv * double((x[i] - mu) * r);
+    }
+    sg = group_sum<true>(sg, sh);
+    sgx = group_sum<true>(sgx, sh);
+    if (threadIdx.x == 0) {
+        part[(c * P + p) * 2] = sg;
+        part[(c * P + p) * 2 + 1] = sgx;
+    }
+}
+
+template <typename T>
+__global__ void bn_bwd_stats(const double* __restrict__ part, T* __restrict__ dgamma, T* __restrict__ dbeta,
+                             double* __restrict__ sums, i64 C, i64 P) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double sg = 0.0, sgx = 0.0;
+    for (i64 p = 0; p < P; ++p) {
+        sg += part[(c * P + p) * 2];
+        sgx += part[(c * P + p) * 2 + 1];
+    }
+    dbeta[c] = T(sg);
+    dgamma[c] = T(sgx);
+    sums[2 * c] = sg;
+    sums[2 * c + 1] = sgx;
+}
+
+// dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)), channel by channel.
+template <typename T>
+__global__ void bn_bwd_apply(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ gamma,
+                             const T* __restrict__ mean, const T* __restrict__ rstd,
+                             const double* __restrict__ sums, T* __restrict__ dx, i64 total, i64 C, i64 S,
+                             double cnt) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+        const i64 c = (i64)((i / S) % C);
+        const T r = rstd[c];
+        const T k = T(double(gamma[c]) * double(r));
+        const T m1 = T(sums[2 * c] / cnt), m2 = T(sums[2 * c + 1] / cnt);
+        const T xhat = (x[i] - mean[c]) * r;
+        dx[i] = k * (g[i] - m1 - xhat * m2);
+    }
+}
