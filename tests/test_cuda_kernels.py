@@ -592,3 +592,24 @@ def test_flash_attention_tensor_cores_match_fma(K, rng, monkeypatch):
         res[force] = [host(K, t) for t in (out, lse) + tuple(grads)]
     for a, b in zip(res[None], res[False]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b[np.isfinite(b)]).max()))
+
+
+@pytest.mark.parametrize("scan_max", [None, 0])
+def test_planless_scatter_add_rows_is_bit_identical_to_the_sorted_kernel(K, cp, monkeypatch, scan_max):
+    """Inside a capture scope scatter_add_rows runs without a host sort plan: the index scan for small
+    tables and, past SCAN_SCATTER_MAX (forced here with 0), one thread per column walking the indices.
+    Both add in index order from the initial value, so they equal the sorted kernel bit for bit."""
+    from torchlean.kernels.cuda import gemm as G
+    from torchlean.kernels.cuda import index as I
+    rng = np.random.default_rng(7)
+    rows, cols, k = 97, 33, 1500
+    mat = cp.asarray(rng.standard_normal((rows, cols)).astype(np.float32))
+    vals = cp.asarray((rng.standard_normal((k, cols)) * 10 ** rng.uniform(-3, 3, (k, 1))).astype(np.float32))
+    idx = rng.integers(0, rows, k)
+    idx[:200] = 5                                    # a heavily repeated row: order matters in float32
+    want = K.scatter_add_rows(mat, vals, idx)
+    if scan_max is not None:
+        monkeypatch.setattr(I, "SCAN_SCATTER_MAX", scan_max)
+    with G.capture_scope(cp.cuda.get_current_stream()):
+        got = K.scatter_add_rows(mat, vals, idx)
+    assert cp.array_equal(got, want)

@@ -10,7 +10,6 @@ import weakref
 import cupy
 import numpy as np
 
-from ...errors import DeviceError
 from ..api import check_indices
 from . import gemm as _gemm
 from .base import _THREADS, _contig, _dev
@@ -19,7 +18,8 @@ from . import build
 from .build import blocks, etype, ftype, launch
 
 build.declare("index", [f"{k}<{e}>" for k in ("gather_vec_kernel", "gather_rows_kernel") for e in build.ELEMS]
-              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "scatter_add_rows_scan", "add_row_kernel")
+              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "scatter_add_rows_scan", "scatter_add_rows_seq",
+                                     "add_row_kernel")
                  for t in build.FLOATS])
 
 
@@ -210,8 +210,10 @@ def _scatter_plan(indices, op):
     return plan
 
 
-#: Most rows * indices for which a captured scatter-add (no sort plan) is allowed.
-SCAN_SCATTER_MAX = 1 << 26
+#: Most rows * cols * indices for which a captured scatter-add scans every index per target element
+#: (fully parallel, about a millisecond of work at this size on an H100); above it one thread per
+#: column walks the indices in order (k sequential steps, no rows factor).
+SCAN_SCATTER_MAX = 1 << 30
 
 
 def _scatter_rows(mat, values, indices, name):
@@ -219,22 +221,28 @@ def _scatter_rows(mat, values, indices, name):
     rows, cols = mat.shape[0], math.prod(mat.shape[1:])
     if _gemm.in_capture_scope():
         # A sort plan is computed on the host from the indices' values, which a captured graph
-        # must not bake in: every target element scans the indices instead (same summation order).
-        idx = _upload_indices(indices, name)
-        k = idx.shape[0]
-        if rows * k > SCAN_SCATTER_MAX:
-            raise DeviceError(f"{name}: {rows} rows x {k} indices is too large to scatter inside a captured "
-                              f"CUDA graph (at most {SCAN_SCATTER_MAX}); run this step eagerly")
-        out = _contig(mat).copy()
-        values = _contig(_dev(values).astype(mat.dtype, copy=False))
-        launch("index", f"scatter_add_rows_scan<{t}>", blocks(rows * cols, _THREADS), _THREADS,
-               (out, np.int64(rows), np.int64(cols), values, idx, np.int64(k)))
-        return out
+        # must not bake in: the sums run without one, in the same (index) order.
+        return _scatter_rows_planless(mat, values, _upload_indices(indices, name), t)
     order, seg_row, start, nseg = _scatter_plan(indices, name)
     out = _contig(mat).copy()
     values = _contig(_dev(values).astype(mat.dtype, copy=False))
     launch("index", f"scatter_add_rows_kernel<{t}>", blocks(nseg * cols, _THREADS), _THREADS,
            (out, np.int64(rows), np.int64(cols), values, order, seg_row, start, np.int64(nseg)))
+    return out
+
+
+def _scatter_rows_planless(mat, values, idx, t):
+    """Scatter-add with device indices and no sort plan: the index scan for small tables, the
+    column walk for large ones (both add in index order: bit-identical to the planned kernel)."""
+    rows, cols = mat.shape[0], math.prod(mat.shape[1:])
+    k = idx.shape[0]
+    out = _contig(mat).copy()
+    values = _contig(_dev(values).astype(mat.dtype, copy=False))
+    args = (out, np.int64(rows), np.int64(cols), values, idx, np.int64(k))
+    if rows * cols * k <= SCAN_SCATTER_MAX:
+        launch("index", f"scatter_add_rows_scan<{t}>", blocks(rows * cols, _THREADS), _THREADS, args)
+    else:
+        launch("index", f"scatter_add_rows_seq<{t}>", blocks(cols, 64), 64, args)
     return out
 
 

@@ -56,6 +56,21 @@ __global__ void scatter_add_rows_scan(T* __restrict__ out, i64 rows, i64 cols, c
     out[t] = acc;
 }
 
+// The same sums for large tables in a captured graph: one thread per column walks the indices in
+// order and adds each value row to its target row. For every target element the additions come
+// in index order from its initial value, as in the sorted kernel, so the result is bit-identical;
+// the work is k * cols (no rows factor), sequential in k per column.
+template <typename T>
+__global__ void scatter_add_rows_seq(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
+                                     const i64* __restrict__ idx, i64 k) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (i64 j = 0; j < k; ++j) {
+        const i64 i = idx[j];
+        if (i < rows) out[i * cols + c] += values[j * cols + c];
+    }
+}
+
 template <typename T>
 __global__ void add_row_kernel(T* __restrict__ out, i64 cols, const T* __restrict__ row, i64 i) {
     const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
