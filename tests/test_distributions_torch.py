@@ -329,3 +329,19 @@ def test_expand_shapes_repr_and_scores_of_torch_samples(k):
     np.testing.assert_allclose(pe.log_prob(tl.tensor(v.numpy())).numpy(), qe.log_prob(v).numpy(), atol=1e-5)
     np.testing.assert_allclose(pe.entropy().numpy(), qe.entropy().numpy(), atol=1e-5)
     assert tuple(pe.sample((2,)).shape) == tuple(qe.sample((2,)).shape)
+
+
+def test_undefined_members_raise_naming_the_class_and_member():
+    from torchlean.distributions import Distribution, constraints
+    from torchlean.errors import AbstractMethodError
+
+    class Bare(Distribution):
+        arg_constraints = {}
+
+    d = Bare(validate_args=False)
+    for what, call in (("log_prob", lambda: d.log_prob(tl.zeros(1))), ("mean", lambda: d.mean),
+                       ("rsample", lambda: d.rsample()), ("entropy", d.entropy)):
+        with pytest.raises(AbstractMethodError, match=f"Bare.{what} is not defined"):
+            call()
+    with pytest.raises(NotImplementedError, match="event_dim cannot be determined"):   # torch's class too
+        constraints.dependent.event_dim

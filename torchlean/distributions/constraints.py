@@ -13,6 +13,8 @@ axes are reduced (an event is valid when all of its entries are).
 
 from __future__ import annotations
 
+from ..errors import AbstractMethodError
+
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
            "greater_than_eq", "independent", "integer_interval", "interval", "half_open_interval",
            "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "nonnegative",
@@ -28,7 +30,7 @@ class Constraint:
     event_dim = 0
 
     def check(self, value):
-        raise NotImplementedError
+        raise AbstractMethodError(f"{type(self).__name__}.check is not defined (a Constraint subclass must define it)")
 
     def __repr__(self):
         return self.__class__.__name__[1:] + "()"
@@ -45,13 +47,13 @@ class _Dependent(Constraint):
     @property
     def is_discrete(self):
         if self._is_discrete is NotImplemented:
-            raise NotImplementedError(".is_discrete cannot be determined statically")
+            raise AbstractMethodError("dependent constraint: .is_discrete cannot be determined statically")
         return self._is_discrete
 
     @property
     def event_dim(self):
         if self._event_dim is NotImplemented:
-            raise NotImplementedError(".event_dim cannot be determined statically")
+            raise AbstractMethodError("dependent constraint: .event_dim cannot be determined statically")
         return self._event_dim
 
     def __call__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):

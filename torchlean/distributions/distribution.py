@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 
+from ..errors import AbstractMethodError
 from ..ops import exp
 from ..tensor import Size, Tensor, no_grad
 from . import constraints
@@ -30,6 +31,11 @@ def _size(shape) -> Size:
     if isinstance(shape, int):
         return Size([shape])
     return Size(tuple(int(s) for s in shape))
+
+
+def _abstract(obj, what) -> AbstractMethodError:
+    """The error of a member a Distribution subclass does not define (torch: NotImplementedError)."""
+    return AbstractMethodError(f"{type(obj).__name__}.{what} is not defined for this distribution")
 
 
 class Distribution:
@@ -54,7 +60,7 @@ class Distribution:
         if self._validate_args:
             try:
                 arg_constraints = self.arg_constraints
-            except NotImplementedError:
+            except NotImplementedError:  # AbstractMethodError: the subclass defines none
                 arg_constraints = {}
                 warnings.warn(f"{self.__class__} does not define `arg_constraints`. Please set `arg_constraints = "
                               "{}` or initialize the distribution with `validate_args=False` to turn off "
@@ -74,7 +80,7 @@ class Distribution:
 
     def expand(self, batch_shape, _instance=None):
         """A distribution with batch axes expanded to ``batch_shape`` (parameters are expanded, not copied)."""
-        raise NotImplementedError
+        raise _abstract(self, "expand")
 
     @property
     def batch_shape(self) -> Size:
@@ -86,23 +92,23 @@ class Distribution:
 
     @property
     def arg_constraints(self) -> dict:
-        raise NotImplementedError
+        raise _abstract(self, "arg_constraints")
 
     @property
     def support(self):
-        raise NotImplementedError
+        raise _abstract(self, "support")
 
     @property
     def mean(self) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "mean")
 
     @property
     def mode(self) -> Tensor:
-        raise NotImplementedError(f"{self.__class__} does not implement mode")
+        raise _abstract(self, "mode")
 
     @property
     def variance(self) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "variance")
 
     @property
     def stddev(self) -> Tensor:
@@ -115,7 +121,7 @@ class Distribution:
 
     def rsample(self, sample_shape=Size()) -> Tensor:
         """A reparameterized sample: differentiable with respect to the parameters."""
-        raise NotImplementedError
+        raise _abstract(self, "rsample")
 
     def sample_n(self, n: int) -> Tensor:
         """Deprecated form of ``sample((n,))`` (warns FutureWarning, as torch does)."""
@@ -123,19 +129,19 @@ class Distribution:
         return self.sample(Size((n,)))
 
     def log_prob(self, value) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "log_prob")
 
     def cdf(self, value) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "cdf")
 
     def icdf(self, value) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "icdf")
 
     def enumerate_support(self, expand=True) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "enumerate_support")
 
     def entropy(self) -> Tensor:
-        raise NotImplementedError
+        raise _abstract(self, "entropy")
 
     def perplexity(self) -> Tensor:
         return exp(self.entropy())
@@ -171,7 +177,7 @@ class Distribution:
 
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
-            raise NotImplementedError(f"Subclass {self.__class__.__name__} of {cls.__name__} that defines a custom "
+            raise AbstractMethodError(f"Subclass {self.__class__.__name__} of {cls.__name__} that defines a custom "
                                       "__init__ method must also define a custom .expand() method.")
         return self.__new__(type(self)) if _instance is None else _instance
 

@@ -10,6 +10,8 @@ event axes, so ``log_prob`` sums over them.
 
 from __future__ import annotations
 
+from ..errors import AbstractMethodError
+
 from ..tensor import Size
 from . import constraints
 from .distribution import Distribution, _size
@@ -89,7 +91,8 @@ class Independent(Distribution):
 
     def enumerate_support(self, expand=True):
         if self.reinterpreted_batch_ndims > 0:
-            raise NotImplementedError("Enumeration over cartesian product is not implemented")
+            raise AbstractMethodError("Independent.enumerate_support: enumeration over a cartesian product of "
+                                      "reinterpreted batch dims is not defined (torch: not implemented)")
         return self.base_dist.enumerate_support(expand=expand)
 
     def __repr__(self):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import warnings
 
+from ..errors import AbstractMethodError
+
 from ..nn.functional import softplus
 from ..ops import where
 from .bernoulli import Bernoulli
@@ -57,10 +59,10 @@ def _dispatch_kl(type_p, type_q):
 
 
 def kl_divergence(p, q):
-    """KL(p || q), batched over the broadcast batch shape; NotImplementedError when no rule applies."""
+    """KL(p || q), batched over the broadcast batch shape; AbstractMethodError (a NotImplementedError) when no rule applies."""
     fun = _dispatch_kl(type(p), type(q))
     if fun is NotImplemented:
-        raise NotImplementedError(f"No KL(p || q) is implemented for p type {p.__class__.__name__} and q type "
+        raise AbstractMethodError(f"No KL(p || q) is implemented for p type {p.__class__.__name__} and q type "
                                   f"{q.__class__.__name__}")
     return fun(p, q)
 
@@ -115,7 +117,8 @@ def _kl_multivariatenormal_multivariatenormal(p, q):
 @register_kl(Independent, Independent)
 def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
-        raise NotImplementedError
+        raise AbstractMethodError(f"kl_divergence: Independent distributions with {p.reinterpreted_batch_ndims} and "
+                                  f"{q.reinterpreted_batch_ndims} reinterpreted batch dims have no KL rule")
     result = kl_divergence(p.base_dist, q.base_dist)
     return _sum_rightmost(result, p.reinterpreted_batch_ndims)
 

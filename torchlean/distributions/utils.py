@@ -164,14 +164,10 @@ def _back(a, like):
                   device=like.device)
 
 
-class _Trigamma(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return _back(_np_polygamma(_host(x), 1), x)
-
-    @staticmethod
-    def backward(ctx, g):
-        raise NotImplementedError("trigamma: the derivative of trigamma is not implemented")
+def _trigamma(x):
+    """trigamma(x) as a tensor like ``x``: digamma's derivative. Custom Functions' backwards run
+    without recording (no higher-order gradients through them), so this needs no gradient itself."""
+    return _back(_np_polygamma(_host(x), 1), x)
 
 
 class _Digamma(Function):
@@ -183,7 +179,7 @@ class _Digamma(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * _Trigamma.apply(x)
+        return g * _trigamma(x)
 
 
 class _Lgamma(Function):
