@@ -175,6 +175,17 @@ class Distribution:
                              f"within the support ({support!r}) of the distribution {self!r}, but found invalid "
                              f"values:\n{value}")
 
+    def _expand_params(self, cls, batch_shape, _instance, names):
+        """torch's ``expand`` for a family whose parameters ``names`` all have the batch shape: each
+        is expanded (a view, not a copy) into a new instance that keeps the validation flag."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = _size(batch_shape)
+        for name in names:
+            setattr(new, name, getattr(self, name).expand(tuple(batch_shape)))
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
             raise AbstractMethodError(f"Subclass {self.__class__.__name__} of {cls.__name__} that defines a custom "

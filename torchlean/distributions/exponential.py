@@ -14,7 +14,7 @@ from numbers import Number
 from ..ops import rand, zeros_like
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import broadcast_all
 
 __all__ = ["Exponential"]
@@ -34,12 +34,7 @@ class Exponential(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Exponential, _instance)
-        batch_shape = _size(batch_shape)
-        new.rate = self.rate.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_params(Exponential, batch_shape, _instance, ('rate',))
 
     @property
     def mean(self):

@@ -22,7 +22,7 @@ from ..errors import AbstractMethodError
 from ..ops import rand, randn, tensor, xlogy
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import broadcast_all, digamma, lgamma
 
 __all__ = ["Gamma", "standard_gamma"]
@@ -67,13 +67,7 @@ class Gamma(Distribution):
         super().__init__(Size() if scalar else self.concentration.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Gamma, _instance)
-        batch_shape = _size(batch_shape)
-        new.concentration = self.concentration.expand(tuple(batch_shape))
-        new.rate = self.rate.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_params(Gamma, batch_shape, _instance, ('concentration', 'rate'))
 
     @property
     def mean(self):

@@ -15,7 +15,7 @@ from ..dtypes import finfo
 from ..ops import rand
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import broadcast_all
 
 __all__ = ["Laplace"]
@@ -35,13 +35,7 @@ class Laplace(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Laplace, _instance)
-        batch_shape = _size(batch_shape)
-        new.loc = self.loc.expand(tuple(batch_shape))
-        new.scale = self.scale.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_params(Laplace, batch_shape, _instance, ('loc', 'scale'))
 
     @property
     def mean(self):

@@ -16,7 +16,7 @@ from numbers import Number, Real
 from ..ops import erf, erfinv, randn
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import broadcast_all
 
 __all__ = ["Normal"]
@@ -40,13 +40,7 @@ class Normal(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = _size(batch_shape)
-        new.loc = self.loc.expand(tuple(batch_shape))
-        new.scale = self.scale.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_params(Normal, batch_shape, _instance, ('loc', 'scale'))
 
     @property
     def mean(self):

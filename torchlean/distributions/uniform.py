@@ -14,7 +14,7 @@ from numbers import Number
 from ..ops import rand
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import broadcast_all
 
 __all__ = ["Uniform"]
@@ -35,13 +35,7 @@ class Uniform(Distribution):
             raise ValueError("Uniform is not defined when low>= high")
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Uniform, _instance)
-        batch_shape = _size(batch_shape)
-        new.low = self.low.expand(tuple(batch_shape))
-        new.high = self.high.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_params(Uniform, batch_shape, _instance, ('low', 'high'))
 
     @property
     def mean(self):
