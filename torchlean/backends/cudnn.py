@@ -1,14 +1,19 @@
-"""``torchlean.backends.cudnn``: torch's cuDNN flags.
+"""``torchlean.backends.cudnn``: torch's cuDNN flags, driving the float32 convolutions on CUDA.
 
-torchlean does not call cuDNN (its convolutions are its own kernels and cuBLAS GEMMs), so:
+Convolutions (forward, input and weight gradients, transposed ones) run through cuDNN's graph
+API when ``nvidia-cudnn-frontend`` and the cuDNN library are installed (the ``[cuda]`` extra);
+otherwise, and for what cuDNN does not take (float64, more than three spatial axes), through
+torchlean's own im2col + GEMM kernels. Either path is checked against the same spec.
 
+* ``enabled`` (default True): use cuDNN where it takes a case; False: torchlean's own kernels.
+* ``benchmark`` (default False): time every allowed cuDNN engine once per case (shapes and
+  geometry) and keep the fastest, as torch does; False: cuDNN's heuristics choose.
+* ``deterministic`` (default False, as torch's): stored and read back; torchlean always excludes
+  cuDNN's nondeterministic engines (atomics), so results are reproducible either way.
 * ``allow_tf32`` (default True, as torch's): whether convolutions may use TF32. This backend has
-  one TF32 switch for matmul and convolution GEMMs; it is on only when this flag and
+  one TF32 switch for matmul and convolutions; it is on only when this flag and
   ``backends.cuda.matmul.allow_tf32`` both allow it (nothing is less precise than asked).
-* ``benchmark`` (default False): no effect here (there are no cuDNN algorithms to time and pick).
-* ``deterministic`` (default False): no effect here (it selects among cuDNN algorithms).
-* ``enabled`` (default True): no effect here (cuDNN is never used).
-* :func:`is_available` is False and :func:`version` None: cuDNN is not used.
+* :func:`is_available` and :func:`version`: whether cuDNN loads, and its version as an int.
 
     >>> import torchlean as tl
     >>> tl.backends.cudnn.benchmark = True
@@ -21,22 +26,29 @@ import sys
 import types
 
 from .. import cuda as _cuda
+from ..kernels.cuda import CudnnFlags as _FLAGS
 
 __all__ = ["benchmark", "deterministic", "enabled", "is_available", "version"]  # and allow_tf32
 
 
 def is_available() -> bool:
-    """False: torchlean does not use cuDNN."""
-    return False
+    """True when CUDA is available and the cuDNN frontend and library load."""
+    if not _cuda.is_available():
+        return False
+    from ..kernels.cuda import cudnn
+    return cudnn.available()
 
 
 def version():
-    """None: torchlean does not use cuDNN."""
-    return
+    """cuDNN's version as an int (91900 for 9.19.0), or None when it is not available."""
+    if not _cuda.is_available():
+        return None
+    from ..kernels.cuda import cudnn
+    return cudnn.version()
 
 
 class _CudnnModule(types.ModuleType):
-    """The module's class, so that assigning ``allow_tf32`` reaches the TF32 switch (as torch's)."""
+    """The module's class, so that assigning a flag reaches the switch it drives (as torch's)."""
 
     @property
     def allow_tf32(self) -> bool:
@@ -47,9 +59,23 @@ class _CudnnModule(types.ModuleType):
         _cuda._TF32.cudnn = bool(value)
         _cuda._apply_tf32()
 
+    @property
+    def enabled(self) -> bool:
+        return _FLAGS.enabled
 
-benchmark = False
+    @enabled.setter
+    def enabled(self, value) -> None:
+        _FLAGS.enabled = bool(value)
+
+    @property
+    def benchmark(self) -> bool:
+        return _FLAGS.benchmark
+
+    @benchmark.setter
+    def benchmark(self, value) -> None:
+        _FLAGS.benchmark = bool(value)
+
+
 deterministic = False
-enabled = True
 
 sys.modules[__name__].__class__ = _CudnnModule

@@ -52,6 +52,14 @@ def tf32_enabled() -> bool:
     return linalg.get_compute_type(np.dtype(np.float32)) == linalg.COMPUTE_TYPE_TF32
 
 
+class CudnnFlags:
+    """What the program asked of cuDNN (``torchlean.backends.cudnn``), read by :mod:`.cudnn` at each
+    call; kept here so that setting a flag imports no CuPy. ``enabled``: use cuDNN where it takes a
+    case; ``benchmark``: time every engine once per case and keep the fastest."""
+    enabled = True
+    benchmark = False
+
+
 #: The surfaces built on this backend: "cuda" -> the CUDA surface, ("cpu", precision) -> the CPU
 #: surface with its matrix products routed to cuBLAS (:func:`torchlean.kernels.routed_host`).
 SURFACE: dict = {}
@@ -77,4 +85,4 @@ def load() -> None:
     alloc.install()
 
 
-__all__ = ["load", "SURFACE", "UNAVAILABLE", "set_tf32", "tf32_enabled", "INSTALL"]
+__all__ = ["load", "SURFACE", "UNAVAILABLE", "set_tf32", "tf32_enabled", "INSTALL", "CudnnFlags"]
