@@ -105,11 +105,26 @@ def _fill(x, value):
         x[idx] = value
 
 
+def _batch_norm_running_update(x, running_mean, running_var, momentum):
+    n, c, s = x.shape
+    count = n * s
+    if c == 0 or count <= 1:
+        return
+    for j in range(c):
+        vals = [float(x[i, j, t]) for i in range(n) for t in range(s)]
+        mean = math.fsum(vals) / count
+        var = math.fsum((v - mean) ** 2 for v in vals) / (count - 1)   # unbiased, as PyTorch's running_var
+        for buf, stat in ((running_mean, mean), (running_var, var)):
+            if buf is not None:
+                buf[j] = (1.0 - momentum) * float(buf[j]) + momentum * stat   # in double, rounded once
+
+
 #: kernel -> independent oracle (plain loops and math.fsum, no call of the kernel it checks).
 ORACLES = {"slice1d": _slice1d, "concat1d": _concat1d, "broadcast_vec_to_rows": _rows,
            "broadcast_vec_to_cols": _cols, "reduce_sum_axis0": _sum0, "reduce_sum_axis1": _sum1,
            "reduce_max_axis0": _max0, "reduce_max_axis1": _max1, "reduce_sum_axis": _sum_axis,
-           "scatter_add_row": _scatter_add_row, "fill": _fill}
+           "scatter_add_row": _scatter_add_row, "fill": _fill,
+           "batch_norm_running_update": _batch_norm_running_update}
 
 #: Kernels value-checked elsewhere on the CPU, or with nothing to compare there, and why.
 ELSEWHERE = {

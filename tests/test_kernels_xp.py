@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from torchlean.kernels.api import CONTRACT
+from torchlean.testing import kernel_cases as kc
 
 FAMILIES = ("conv", "norm", "spectral", "attention")
 HOST = {f: importlib.import_module(f"torchlean.kernels.host.{f}") for f in FAMILIES}
@@ -42,6 +43,15 @@ NP_ALLOWED = frozenset({
 
 #: The contract kernels of the four families whose host kernels now take ``xp``.
 CONVERTED = [(fam, name) for fam in FAMILIES for name in CONTRACT[fam]]
+
+#: Kernels documented ``-> None``: their results are the array arguments they write in place.
+IN_PLACE = {name for fam, name in CONVERTED if kc.documented_outputs(kc.signature(CONTRACT[fam][name])) == []}
+
+#: Kernels whose host code needs nothing from the array namespace, and why (the static checks
+#: above still hold them to NumPy only through ``xp``).
+NAMESPACE_FREE = {
+    "batch_norm_running_update": "array methods only: astype, mean and an in-place assignment",
+}
 
 #: The contract names the CUDA modules had no kernel for: now the host kernels bound to CuPy.
 BOUND_ON_CUDA = {
@@ -245,6 +255,8 @@ def _cases(dtype):
         add(cid, "norm", "batch_norm_fwd", x, gamma, beta, 1e-5)
         _, mean, rstd = H["norm"].batch_norm_fwd(x, gamma, beta, 1e-5)
         add(cid, "norm", "batch_norm_bwd", x, gamma, mean, rstd, _r(rng, x.shape, dtype))
+        add(cid, "norm", "batch_norm_running_update", x, _r(rng, c, dtype), _r(rng, c, dtype, 0.5, 2.0), 0.1)
+        add(cid + "-var-only", "norm", "batch_norm_running_update", x, None, _r(rng, c, dtype, 0.5, 2.0), 0.5)
 
     # spectral
     for cid, x in (("odd", _r(rng, (3, 31), dtype)), ("even", _r(rng, (2, 16), dtype))):
@@ -296,6 +308,17 @@ def _flat(r):
     return list(r) if isinstance(r, tuple) else [r]
 
 
+def _results(name, fn, args, to=np.array, **kw):
+    """``fn``'s outputs; for an in-place kernel, its array arguments after the call. The arrays
+    go in through ``to`` (a copy), so that a case's arrays stay as made for the next run."""
+    moved = [to(a) if isinstance(a, np.ndarray) else a for a in args]
+    ret = fn(*moved, **kw)
+    if name not in IN_PLACE:
+        return _flat(ret)
+    assert ret is None, f"{name} is documented to return None"
+    return [m for a, m in zip(args, moved) if isinstance(a, np.ndarray)]
+
+
 class _Recorder:
     """A namespace forwarding to NumPy that records which of its names the kernels used."""
 
@@ -319,9 +342,9 @@ def small_tiles(monkeypatch):
 def test_explicit_numpy_is_bitwise_the_default(small_tiles, dt, i):
     cid, fam, name, args = CASES[dt][i]
     fn = getattr(HOST[fam], name)
-    ref = _flat(fn(*args))
+    ref = _results(name, fn, args)
     for xp in (np, _Recorder()):
-        got = _flat(fn(*args, xp=xp))
+        got = _results(name, fn, args, xp=xp)
         assert len(got) == len(ref)
         for a, b in zip(got, ref):
             if b is None:
@@ -332,7 +355,7 @@ def test_explicit_numpy_is_bitwise_the_default(small_tiles, dt, i):
         if isinstance(xp, _Recorder):
             # the kernel went through the namespace it was given (and, for attention, the
             # non-NumPy branch of the row pool: one call over all rows)
-            assert xp.used, f"{name} never used xp"
+            assert xp.used or name in NAMESPACE_FREE, f"{name} never used xp"
 
 
 def test_row_pool_runs_on_threads_only_for_numpy(monkeypatch):
@@ -380,8 +403,8 @@ def test_host_kernels_on_cupy_match_numpy(small_tiles, dt, i):
     import cupy
     cid, fam, name, args = CASES[dt][i]
     fn = getattr(HOST[fam], name)
-    ref = _flat(fn(*args))
-    got = _flat(fn(*[_to_cupy(cupy, a) for a in args], xp=cupy))
+    ref = _results(name, fn, args)
+    got = _results(name, fn, args, lambda a: _to_cupy(cupy, a), xp=cupy)
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         if b is None:

@@ -243,6 +243,75 @@ def test_batch_norm_modules_train_eval(cls, shape, kw):
     buffers_close(m, r, "after eval")
 
 
+# The running statistics are folded in by one fused kernel (batch_norm_running_update): on inputs far
+# from zero (x * 3 + 100) a variance that subtracted squares would cancel, so these steps check the
+# update in the modules' own dtype, float32 included, to that dtype's precision.
+BN_RUNNING_SHAPES = [("BatchNorm1d", (16, 5)), ("BatchNorm1d", (4, 5, 7)), ("BatchNorm2d", (3, 5, 4, 6)),
+                     ("BatchNorm3d", (2, 5, 3, 2, 4))]
+
+
+def _offset_batch(g, shape, dtype):
+    return (g.standard_normal(shape) * 3 + 100).astype(dtype)
+
+
+def _running_stats_close(m, r, dtype, what):
+    """running_mean and running_var to the dtype's precision, relative to their magnitude (the two
+    libraries round differently); num_batches_tracked exactly."""
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    for name in ("running_mean", "running_var"):
+        got, ref = getattr(m, name).numpy(), getattr(r, name).detach().numpy()
+        assert got.dtype == ref.dtype == dtype, (name, got.dtype, ref.dtype)
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max(), err_msg=f"{name} {what}")
+    assert m.num_batches_tracked.numpy().dtype == np.int64
+    assert int(m.num_batches_tracked.item()) == int(r.num_batches_tracked.item()), what
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("momentum", [0.1, 0.5, None])
+@pytest.mark.parametrize("cls,shape", BN_RUNNING_SHAPES)
+def test_batch_norm_running_statistics_match_torch(cls, shape, momentum, dtype):
+    """Training steps on offset batches: the running statistics after every step (momentum=None: the
+    cumulative average), then eval mode, which normalizes with them."""
+    g = np.random.default_rng(2024)
+    m, r = getattr(NN, cls)(5, momentum=momentum), getattr(torch.nn, cls)(5, momentum=momentum)
+    if dtype == np.float64:
+        m.to(dtype=tl.float64)
+        r.double()
+    for step in range(4):
+        x = _offset_batch(g, shape, dtype)
+        y, yr = m(tl.tensor(x)), r(torch.tensor(x))
+        assert y.numpy().dtype == dtype
+        np.testing.assert_allclose(y.numpy(), yr.detach().numpy(), rtol=1e-4, atol=1e-4)
+        _running_stats_close(m, r, dtype, f"after training step {step}")
+    m.eval()
+    r.eval()
+    x = _offset_batch(g, shape, dtype)
+    np.testing.assert_allclose(m(tl.tensor(x)).numpy(), r(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    _running_stats_close(m, r, dtype, "after eval")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cls,shape", BN_RUNNING_SHAPES)
+def test_batch_norm_without_running_statistics_matches_torch(cls, shape, dtype):
+    """track_running_stats=False: no buffers to update, batch statistics in training and eval."""
+    g = np.random.default_rng(2025)
+    m = getattr(NN, cls)(5, track_running_stats=False)
+    r = getattr(torch.nn, cls)(5, track_running_stats=False)
+    if dtype == np.float64:
+        m.to(dtype=tl.float64)
+        r.double()
+    for mode in ("train", "eval"):
+        getattr(m, mode)()
+        getattr(r, mode)()
+        x = _offset_batch(g, shape, dtype)
+        y, yr = m(tl.tensor(x)), r(torch.tensor(x))
+        assert y.numpy().dtype == dtype
+        np.testing.assert_allclose(y.numpy(), yr.detach().numpy(), rtol=1e-4, atol=1e-4, err_msg=mode)
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            assert getattr(m, name) is None and getattr(r, name) is None, (mode, name)
+    assert list(m.state_dict()) == list(r.state_dict())
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(affine=True), dict(track_running_stats=True),
                                 dict(affine=True, track_running_stats=True, momentum=0.3),
                                 dict(track_running_stats=True, momentum=None), dict(affine=True, bias=False)])

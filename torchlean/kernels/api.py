@@ -231,6 +231,9 @@ CONTRACT: dict[str, dict[str, str]] = {
         "layer_norm_bwd": "(x, gamma | None, mean, rstd, g) -> (dx, dgamma, dbeta); dgamma/dbeta None if gamma is None",
         "batch_norm_fwd": "(x[N, C, S], gamma[C], beta[C], eps) -> (y, mean[C], rstd[C]); stats over N and S, biased var",
         "batch_norm_bwd": "(x[N, C, S], gamma, mean, rstd, g) -> (dx, dgamma[C], dbeta[C])",
+        "batch_norm_running_update": ("(x[N, C, S], running_mean[C] | None, running_var[C] | None, momentum) -> None: "
+                                      "in place, running = (1 - momentum) running + momentum stat, stat the batch mean "
+                                      "and the unbiased batch variance (divisor N S - 1), in float64; x's dtype"),
     },
     "attention": {
         "flash_attention_fwd": ("(q[b, n, d], k[b, m, d], v[b, m, e], mask[b, n, m] bool | None, scale, hard, causal) "

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..spec.conv import MAX_SPATIAL
 from ..autograd import record
+from ..kernels import get_kernels
 from ..ops import ones, zeros
 from ..tensor import Tensor, no_grad
 
@@ -242,6 +243,19 @@ def _update_running_stats(op, x, running_mean, running_var, momentum):
     c = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))
     n = x.numel() // c
+    for buf in (running_mean, running_var):
+        if buf is not None and buf.shape != (c,):
+            raise ShapeError(f"{op}: running statistics must have shape ({c},), got {buf.shape} "
+                             f"for input {x.shape}")
+    bufs = [b for b in (running_mean, running_var) if b is not None]
+    if all(b.dtype == x.dtype and b.device == x.device and b._value.flags.c_contiguous for b in bufs):
+        # One fused kernel: a statistics pass over x and the update, in float64.
+        v = x.detach()._value
+        get_kernels(x.device).batch_norm_running_update(
+            v.reshape(x.shape[0], c, -1) if v.flags.c_contiguous else v.copy().reshape(x.shape[0], c, -1),
+            None if running_mean is None else running_mean._value,
+            None if running_var is None else running_var._value, m)
+        return
     with no_grad():
         xd = x.detach()
         mean = xd.mean(dim=axes)

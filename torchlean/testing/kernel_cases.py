@@ -6,7 +6,9 @@ is read off the contract (its family and its documented signature string, parsed
 contract with a known signature shape gets cases with no edit here. A one-argument kernel
 ``"(x)"`` in ``CONTRACT["elementwise"]`` is an elementwise unary op; ``"(x, g)"`` there a fused
 backward; ``"(a, b)"`` a broadcasting binary op; ``"(shape, seed, counter, dtype)"`` an RNG
-kernel; ``"(p, g, <state>..., lr, ...)"`` an in-place optimizer step; any ``<fwd>_bwd`` /
+kernel; ``"(p, g, <state>..., lr, ...)"`` an in-place optimizer step; ``"(x[N, C, S], <arrays>[C],
+<attributes>)"`` in ``CONTRACT["norm"]`` a normalization forward or, documented ``-> None``, an
+update of the per-channel arrays in place (batch norm's running statistics); any ``<fwd>_bwd`` /
 ``<fwd>_backward`` whose arguments are the forward's arguments, its named outputs, ``g``,
 ``need_*`` flags and ``<arg>_shape`` is a backward whose cases are made from the forward's cases
 (:func:`classify` has the rules). Kernels whose arguments follow no such pattern are named in
@@ -15,9 +17,9 @@ one small mapping, :data:`DECLARED`. A kernel with no class and no documented ex
 
 :func:`run_case` runs a case on a surface (the CUDA one) and on the host surface (the
 reference) and compares what the case says to compare: the returned outputs, or for in-place
-kernels (optimizer steps, ``fill``, ``assign``) the updated argument arrays, within the case's
-:class:`Tol`. :func:`documented_problems` checks a host run against the shapes and dtypes the
-contract documents.
+kernels (optimizer steps, ``fill``, ``assign``, batch norm's running statistics) the updated
+argument arrays, within the case's :class:`Tol`. :func:`documented_problems` checks a host run
+against the shapes and dtypes the contract documents.
 
     >>> import numpy as np
     >>> from torchlean.kernels import get_kernels
@@ -425,6 +427,10 @@ PARAM_VALUES = {
     "p_keep": (0.3,),
     "value": (7.5, -0.0, -np.inf),
     "beta": (1.0, 4.0),
+    "eps": (1e-5,),
+    # a running average's factor (optimizers take theirs from OPTIM_CONFIGS): PyTorch's default, and
+    # the factor of a cumulative average's third batch (momentum=None: 1 / num_batches_tracked)
+    "momentum": (0.1, 1.0 / 3.0),
 }
 #: Attributes that vary together: (names) -> list of value dicts.
 JOINT_PARAMS = {
@@ -511,13 +517,19 @@ def classify(name: str, contract: dict = CONTRACT) -> str | None:
         return "matmul"
     if family == "conv" and "kernel" in names and name.endswith("_forward"):
         return "pool"
-    if family == "norm" and name.endswith("_fwd") and sig.args[0].dims in _NORM_SHAPES:
-        return "norm"
+    if (family == "norm" and sig.args[0].dims in _NORM_SHAPES
+            and (name.endswith("_fwd") or documented_outputs(sig) == [])):
+        return "norm" if _param_sets(name, sig, _norm_attributes(sig), contract) is not None else None
     if family == "scan" and name.endswith("_fwd") and "x" in names:
         return "scan"
     if _backward_ok(name, sig, contract):
         return "backward"
     return None
+
+
+def _norm_attributes(sig: Signature) -> list:
+    """The attributes of a norm-class kernel: the arguments after x with no documented dims."""
+    return [a.name for a in sig.args[1:] if not a.dims]
 
 
 def _backward_ok(name: str, sig: Signature, contract: dict) -> bool:
@@ -1559,20 +1571,34 @@ def _pool(k: Kernel):
 
 @generator("norm")
 def _norm(k: Kernel):
-    """``(x[dims], <per-feature arrays>[dim] (| None), eps)``: shapes by the documented dims."""
+    """``(x[dims], <per-feature arrays>[dim] (| None), <attributes>)``: shapes by the documented dims.
+
+    A kernel documented ``-> None`` folds x into its per-feature arrays in place (batch norm's
+    running statistics): three calls on fresh batches, the arrays compared after the last, each
+    optional array also absent alone, and x compared too (it must come back as it was: a device
+    kernel that centred x in place, or used it as scratch, would pass on the arrays alone)."""
     x_arg = k.sig.args[0]
     arrays = [a for a in k.sig.args[1:] if a.dims]
     optional = [a.name for a in arrays if a.optional]
+    psets = _param_sets(k.name, k.sig, _norm_attributes(k.sig), k.contract)
+    in_place = documented_outputs(k.sig) == []
     out = []
     for shape in _NORM_SHAPES[x_arg.dims]:
         env = dict(zip(x_arg.dims, shape))
-        x = k.rand(shape) + 2.0  # an offset: the mean must come off before squaring
+        # an offset: the mean must come off before squaring
+        x = Steps(tuple(k.rand(shape) + 2.0 for _ in range(3))) if in_place else k.rand(shape) + 2.0
         full = {a.name: k.rand(tuple(env[d] for d in a.dims)) for a in arrays}
         variants = [full]
         if optional:
             variants += [{**full, **{n: None for n in optional}}, {**full, **{n: None for n in optional[1:]}}]
+            if in_place and len(optional) > 1:
+                variants.append({**full, optional[0]: None})
         for v in variants:
-            out.append(k.case({"x": x, "eps": 1e-5, **v}, f"x{shape} absent={[n for n in v if v[n] is None]}"))
+            absent = [n for n in v if v[n] is None]
+            for ps in psets:
+                kw = dict(outputs=(), inplace=["x"] + [a.name for a in arrays if v[a.name] is not None],
+                          bwd=False) if in_place else {}
+                out.append(k.case({"x": x, **v, **ps}, f"x{shape} absent={absent} {_pdesc(ps)}", params=ps, **kw))
     return out
 
 

@@ -19,7 +19,7 @@ build.declare("norm", [f"{k}<{t}, {v}>" for k in ("layer_norm_fwd_k", "layer_nor
                        for v in ("false", "true")]
               + [f"layer_norm_fwd_reg<{t}, {n}>" for t in build.FLOATS for n in (1, 2, 4, 8)]
               + [f"{k}<{t}>" for k in ("bn_fwd_partial", "bn_fwd_stats", "bn_fwd_apply", "bn_bwd_partial",
-                                       "bn_bwd_stats", "bn_bwd_apply") for t in build.FLOATS])
+                                       "bn_bwd_stats", "bn_bwd_apply", "bn_running") for t in build.FLOATS])
 
 
 def _row_group(n):
@@ -104,6 +104,29 @@ def batch_norm_fwd(x, gamma, beta, eps):
     launch("norm", f"bn_fwd_apply<{t}>", min(blocks(x.size, _THREADS), 65536), _THREADS,
            (x, gamma, beta, mean, stat, y, np.int64(x.size), np.int64(c), np.int64(s)))
     return y, mean, rstd
+
+
+def batch_norm_running_update(x, running_mean, running_var, momentum):
+    """The running averages of batch normalization updated in place from x (N, C, S): one
+    statistics pass (the forward's partial sums) and one launch for the update, in double."""
+    x = _contig(_dev(x))
+    n, c, s = x.shape
+    total = n * s
+    if c == 0 or total <= 1 or (running_mean is None and running_var is None):
+        return
+    for buf in (running_mean, running_var):
+        if buf is not None and (buf.dtype != x.dtype or not buf._c_contiguous or buf.shape != (c,)):
+            raise ValueError(f"batch_norm_running_update: running buffers must be contiguous ({c},) {x.dtype}")
+    t = ftype(x.dtype, "batch_norm_running_update")
+    p, per = _bn_split(total, c)
+    part = cupy.empty((c, p, 2), dtype=np.float64)
+    dims = (np.int64(n), np.int64(c), np.int64(s))
+    launch("norm", f"bn_fwd_partial<{t}>", (p, c), _THREADS, (x, part, *dims, np.int64(per)))
+    rm = running_mean if running_mean is not None else running_var
+    rv = running_var if running_var is not None else running_mean
+    launch("norm", f"bn_running<{t}>", blocks(c, _THREADS), _THREADS,
+           (x, part, rm, rv, *dims, np.int64(p), np.float64(momentum),
+            np.int32(running_mean is not None), np.int32(running_var is not None)))
 
 
 def batch_norm_bwd(x, gamma, mean, rstd, g):

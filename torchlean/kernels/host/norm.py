@@ -55,6 +55,19 @@ def batch_norm_fwd(x, gamma, beta, eps, *, xp=np):
     return y, mu[0, :, 0].astype(x.dtype), rstd[0, :, 0].astype(x.dtype)
 
 
+def batch_norm_running_update(x, running_mean, running_var, momentum, *, xp=np):
+    """Fold the batch statistics of x (N, C, S) into the running buffers in place (PyTorch's rule:
+    the unbiased variance), from one statistics pass in float64."""
+    n = x.shape[0] * x.shape[2]
+    if x.shape[1] == 0 or n <= 1:
+        return
+    mu, var = _stats(x, (0, 2))
+    m = float(momentum)
+    for buf, stat in ((running_mean, mu[0, :, 0]), (running_var, var[0, :, 0] * (n / (n - 1)))):
+        if buf is not None:
+            buf[...] = ((1.0 - m) * buf.astype(np.float64) + m * stat).astype(buf.dtype)
+
+
 def batch_norm_bwd(x, gamma, mean, rstd, g, *, xp=np):
     r = rstd[None, :, None]
     xhat = (x - mean[None, :, None]) * r

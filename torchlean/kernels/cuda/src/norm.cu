@@ -166,6 +166,26 @@ __global__ void bn_fwd_stats(const T* __restrict__ x, const double* __restrict__
     stat[c] = r;  // the scale uses rstd in double, as the host kernel does
 }
 
+// The running averages (PyTorch's rule, in double): running = (1 - m) running + m stat, with the
+// batch mean and the unbiased batch variance of the partial sums of bn_fwd_partial. rmean and rvar
+// may be one buffer (the other one absent, its flag 0): not __restrict__.
+template <typename T>
+__global__ void bn_running(const T* __restrict__ x, const double* __restrict__ part, T* rmean,
+                           T* rvar, i64 N, i64 C, i64 S, i64 P, double m, int has_mean, int has_var) {
+    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s1 = 0.0, s2 = 0.0;
+    for (i64 p = 0; p < P; ++p) {
+        s1 += part[(c * P + p) * 2];
+        s2 += part[(c * P + p) * 2 + 1];
+    }
+    const double n = double(N * S), k = double(x[c * S]);
+    double var = (s2 - s1 * s1 / n) / n;
+    if (var < 0.0) var = 0.0;
+    if (has_mean) rmean[c] = T((1.0 - m) * double(rmean[c]) + m * (k + s1 / n));
+    if (has_var) rvar[c] = T((1.0 - m) * double(rvar[c]) + m * (var * n / (n - 1.0)));
+}
+
 // y = (x - mean) * (rstd * gamma) + beta: the mean is subtracted before scaling (no cancellation).
 template <typename T>
 __global__ void bn_fwd_apply(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
