@@ -42,9 +42,10 @@ What a captured step promises, and what it needs:
   breaks this raises DeviceError when it is captured.
 * The warm-up and capture are real forward passes: state that a forward updates in place
   (batch-norm running statistics) moves as if three more steps had run.
-* Not capturable yet: batch norm's backward (an ``einsum`` through CuPy's cuBLAS, which refuses
-  a capturing stream) and pooling (index arrays uploaded at every call), so the trainer runs
-  the example CNN and ResNet eagerly.
+* Host constants a step builds at every call (``arange`` positions, pooling weights) are
+  uploaded once, during the warm-up, and copied on the device afterwards (the uploads are cached
+  by content, :data:`torchlean.kernels.cuda.memory.CONSTANTS`); convolutions through cuDNN
+  take their workspace from the capture's pool.
 * After a call each parameter's ``.grad`` holds that call's gradient, added to a gradient
   already there as ``backward()`` would. Fresh gradients are the graph's own buffers, which the
   next call overwrites; the returned loss is a copy.

@@ -82,7 +82,7 @@ def cached_device_arrays() -> list:
     """Every device array the kernels keep in their caches now (uploaded indices and masks,
     broadcast plans, DFT tables): what a captured graph holds on to (:attr:`GraphCapture.pins`)."""
     out = []
-    for cache in (index._INDICES, shape._META, spectral._TABLES, memory.MASKS):
+    for cache in (index._INDICES, shape._META, spectral._TABLES, memory.MASKS, memory.CONSTANTS):
         for v in list(cache.values()):
             out.extend(v if isinstance(v, tuple) else (v,))
     return out

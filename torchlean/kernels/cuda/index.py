@@ -13,7 +13,7 @@ import numpy as np
 from ..api import check_indices
 from . import gemm as _gemm
 from .base import _THREADS, _contig, _dev
-from .memory import INT_WRITES, is_shared_buffer
+from .memory import INT_UPLOAD_HOOKS, INT_WRITES, is_shared_buffer
 from . import build
 from .build import blocks, etype, ftype, launch
 
@@ -117,12 +117,29 @@ def host_ints(x):
         return hit[2]
     a = cupy.asnumpy(x)
     a.flags.writeable = False
+    _keep_host_ints(x, root, key, a)
+    return a
+
+
+def _keep_host_ints(x, root, key, a) -> None:
     _HOST_INTS[key] = (root, INT_WRITES[0], a)
     _HOST_INTS.move_to_end(key)
     while len(_HOST_INTS) > _ROOTS_KEPT:
         _HOST_INTS.popitem(last=False)
     remember_device_copy(a, x)
-    return a
+
+
+def note_upload(x, host) -> None:
+    """``x`` (a fresh device array) was just uploaded from ``host``: keep a read-only copy as
+    :func:`host_ints` would, so that indices made on the host (``arange`` positions) are not
+    copied back at every step (a copy to the host waits for the GPU, and a CUDA-graph capture
+    refuses it)."""
+    a = np.array(host, copy=True)
+    a.flags.writeable = False
+    _keep_host_ints(x, x, (id(x), x.data.ptr, x.shape, x.strides, x.dtype.str), a)
+
+
+INT_UPLOAD_HOOKS.append(note_upload)
 
 
 def device_ints(a):

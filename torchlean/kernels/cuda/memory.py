@@ -28,11 +28,39 @@ astype = host_memory.astype
 ascontiguous = partial(host_memory.ascontiguous, xp=cupy)
 
 
+# Device copies of small host arrays, keyed by content. A program that builds the same constant
+# at every step (``torch.arange(T, device="cuda")`` for positions, the weights of an adaptive
+# pooling) would otherwise upload it each time: an upload from pageable host memory makes the
+# host wait behind the GPU's queue, and inside a CUDA-graph capture it is refused. A hit costs
+# a device-to-device copy (the caller owns the result and may write to it), which captures.
+CONSTANTS: dict = {}
+_CONSTANTS_MAX = 256
+_CONSTANT_BYTES = 1 << 16
+
+
 def from_host(a, dtype):
     if isinstance(a, cupy.ndarray):
         return _contig(a.astype(dtype, copy=False))
     # NumPy's float64 -> float32 cast rounds to nearest even; the upload then copies bytes.
-    return cupy.asarray(np.asarray(a, dtype=dtype, order="C"))
+    h = np.asarray(a, dtype=dtype, order="C")
+    if h.nbytes > _CONSTANT_BYTES:
+        return cupy.asarray(h)
+    key = (h.dtype.str, h.shape, h.tobytes(), cupy.cuda.Device().id)
+    d = CONSTANTS.get(key)
+    if d is None:
+        if len(CONSTANTS) >= _CONSTANTS_MAX:
+            CONSTANTS.pop(next(iter(CONSTANTS)))
+        d = CONSTANTS[key] = cupy.asarray(h)
+    out = d.copy()
+    if h.dtype.kind in "iu":
+        for hook in INT_UPLOAD_HOOKS:
+            hook(out, h)
+    return out
+
+
+#: Called as ``hook(device_array, host_array)`` after an integer upload: the index family keeps
+#: the host copy (:func:`.index.note_upload`), so indices made on the host are never read back.
+INT_UPLOAD_HOOKS: list = []
 
 
 def to_host(x):
