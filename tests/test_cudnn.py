@@ -49,8 +49,8 @@ def _run(K, x, w, g, s, p, d, G, tr):
 
 @cuda
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-G{c[5]}{'-T' if c[6] else ''}")
-@pytest.mark.parametrize("benchmark", [False, True], ids=["heuristics", "benchmark"])
-def test_cudnn_convolution_matches_the_float64_reference(cudnn_mod, case, benchmark, rng):
+@pytest.mark.parametrize("autotune", [False, True], ids=["heuristics", "autotune"])
+def test_cudnn_convolution_matches_the_float64_reference(cudnn_mod, case, autotune, rng):
     import cupy
     from torchlean.kernels import get_kernels
     K = get_kernels("cuda")
@@ -67,7 +67,7 @@ def test_cudnn_convolution_matches_the_float64_reference(cudnn_mod, case, benchm
     cudnn_mod.FLAGS.enabled = False
     ref = _run(get_kernels("cpu"), x.astype(np.float64), w.astype(np.float64),
                lambda sh: g(sh).astype(np.float64), s, p, d, G, tr)
-    cudnn_mod.FLAGS.enabled, cudnn_mod.FLAGS.benchmark = True, benchmark
+    cudnn_mod.FLAGS.enabled, cudnn_mod.FLAGS.benchmark = True, autotune
     before = len(cudnn_mod._plans)
     got = _run(K, cupy.asarray(x), cupy.asarray(w), lambda sh: cupy.asarray(g(sh)), s, p, d, G, tr)
     assert len(cudnn_mod._plans) > before          # cuDNN was asked (planned) for this case

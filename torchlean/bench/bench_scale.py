@@ -16,7 +16,7 @@ rounds of its mean step time):
 
 The first losses of torch and torchlean are compared before timing (same weights, same batch).
 Peak memory is the most device memory held by tensors during an eager step, with the model, its
-gradients and the optimizer state alive (``torch.cuda.max_memory_allocated`` and
+gradients and the optimizer state alive, less what was allocated before the model was built (``torch.cuda.max_memory_allocated`` and
 ``torchlean.cuda.max_memory_allocated``). float32, TF32 off on both sides. The table gives
 samples/s and ratios to torch eager (higher is better for torchlean), and the captured step
 against torch's CUDA graph.
@@ -168,6 +168,8 @@ LABELS = {"gpt2": "GPT-2 small 12 x 768, vocab 50304, T 256 (8)", "gpt6": "GPT 6
 
 def torch_steps(torch, name, batch, compile_too, graph_too=True):
     """torch's model and its step functions: {mode: step}, the first loss, the eager peak (bytes)."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()  # what earlier models left (graph pools): not this model's
     torch.manual_seed(0)
     model, _, loss_fn = build(torch, name)
     model = model.cuda()
@@ -182,14 +184,14 @@ def torch_steps(torch, name, batch, compile_too, graph_too=True):
         return loss
 
     first = float(loss_fn(model, x, y))
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}  # off the device: not in the peak
     for _ in range(2):
         eager()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     eager()
     torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
+    peak = torch.cuda.max_memory_allocated() - base
     steps = {"torch eager": eager}
     if not graph_too:
         return steps, first, state, peak
@@ -240,6 +242,8 @@ def torch_steps(torch, name, batch, compile_too, graph_too=True):
 
 
 def torchlean_steps(tl, name, batch, state, capture_too=True):
+    tl.cuda.synchronize()
+    base = tl.cuda.memory_allocated()
     tl.manual_seed(0)
     model, _, loss_fn = build(tl, name)
     model.load_state_dict({k: tl.tensor(v.cpu().numpy()) for k, v in state.items()})
@@ -261,7 +265,7 @@ def torchlean_steps(tl, name, batch, state, capture_too=True):
     tl.cuda.reset_peak_memory_stats()
     eager()
     tl.cuda.synchronize()
-    peak = tl.cuda.max_memory_allocated()
+    peak = tl.cuda.max_memory_allocated() - base
     steps = {"torchlean eager": eager}
     if not capture_too:
         return steps, first, peak
