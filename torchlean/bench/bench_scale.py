@@ -166,15 +166,20 @@ LABELS = {"gpt2": "GPT-2 small 12 x 768, vocab 50304, T 256 (8)", "gpt6": "GPT 6
 
 # ---- the steps -----------------------------------------------------------------------------------
 
-def torch_steps(torch, name, batch, compile_too, graph_too=True):
-    """torch's model and its step functions: {mode: step}, the first loss, the eager peak (bytes)."""
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()  # what earlier models left (graph pools): not this model's
-    torch.manual_seed(0)
-    model, _, loss_fn = build(torch, name)
-    model = model.cuda()
-    x, y = (torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in batch)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+def _eager(T, name, batch, state=None):
+    """``T``'s model (torch's seeded weights, or ``state`` loaded), its batch on the GPU, Adam and the
+    eager step; the first loss, the model's weights (``state``, on the host) and the eager step's
+    peak: the most tensor memory during a step, less what was allocated before the model (earlier
+    models' graph pools). ``T`` is torch or torchlean: the same calls serve both."""
+    T.cuda.synchronize()
+    base = T.cuda.memory_allocated()
+    T.manual_seed(0)
+    model, _, loss_fn = build(T, name)
+    if state is not None:
+        model.load_state_dict({k: T.tensor(v.numpy()) for k, v in state.items()})
+    model = model.to("cuda")
+    x, y = (T.tensor(np.ascontiguousarray(a), device="cuda") for a in batch)
+    opt = T.optim.Adam(model.parameters(), lr=1e-4)
 
     def eager():
         opt.zero_grad(set_to_none=True)
@@ -183,15 +188,21 @@ def torch_steps(torch, name, batch, compile_too, graph_too=True):
         opt.step()
         return loss
 
-    first = float(loss_fn(model, x, y))
-    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}  # off the device: not in the peak
+    first = float(loss_fn(model, x, y).detach())
+    if state is None:
+        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     for _ in range(2):
         eager()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    T.cuda.synchronize()
+    T.cuda.reset_peak_memory_stats()
     eager()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
+    T.cuda.synchronize()
+    return model, loss_fn, x, y, opt, eager, first, state, T.cuda.max_memory_allocated() - base
+
+
+def torch_steps(torch, name, batch, compile_too, graph_too=True):
+    """torch's step functions {mode: step}, the first loss, the weights, the eager peak (bytes)."""
+    model, loss_fn, x, y, opt, eager, first, state, peak = _eager(torch, name, batch)
     steps = {"torch eager": eager}
     if not graph_too:
         return steps, first, state, peak
@@ -242,30 +253,8 @@ def torch_steps(torch, name, batch, compile_too, graph_too=True):
 
 
 def torchlean_steps(tl, name, batch, state, capture_too=True):
-    tl.cuda.synchronize()
-    base = tl.cuda.memory_allocated()
-    tl.manual_seed(0)
-    model, _, loss_fn = build(tl, name)
-    model.load_state_dict({k: tl.tensor(v.cpu().numpy()) for k, v in state.items()})
-    model = model.to("cuda")
-    x, y = (tl.tensor(np.ascontiguousarray(a), device="cuda") for a in batch)
-    opt = tl.optim.Adam(model.parameters(), lr=1e-4)
-
-    def eager():
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, x, y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    first = float(loss_fn(model, x, y))
-    for _ in range(2):
-        eager()
-    tl.cuda.synchronize()
-    tl.cuda.reset_peak_memory_stats()
-    eager()
-    tl.cuda.synchronize()
-    peak = tl.cuda.max_memory_allocated() - base
+    """torchlean's step functions {mode: step} on torch's weights, the first loss, the eager peak."""
+    model, loss_fn, x, y, opt, eager, first, _, peak = _eager(tl, name, batch, state)
     steps = {"torchlean eager": eager}
     if not capture_too:
         return steps, first, peak

@@ -145,44 +145,49 @@ __global__ void bn_fwd_partial(const T* __restrict__ x, double* __restrict__ par
     }
 }
 
-// mean = k + S1 / n; biased var = (S2 - S1^2 / n) / n; rstd = 1 / sqrt(var + eps).
+// Channel c's mean and biased variance from bn_fwd_partial's shifted sums (shift k, the channel's
+// first value): mean = k + S1 / n; var = (S2 - S1^2 / n) / n, clamped at 0.
+template <typename T>
+__device__ void bn_moments(const T* __restrict__ x, const double* __restrict__ part, i64 c, i64 N, i64 S,
+                           i64 P, double& mean, double& var) {
+    double s1 = 0.0, s2 = 0.0;
+    for (i64 p = 0; p < P; ++p) {
+        s1 += part[(c * P + p) * 2];
+        s2 += part[(c * P + p) * 2 + 1];
+    }
+    const double n = double(N * S);
+    mean = double(x[c * S]) + s1 / n;
+    var = (s2 - s1 * s1 / n) / n;
+    if (var < 0.0) var = 0.0;
+}
+
+// rstd = 1 / sqrt(var + eps).
 template <typename T>
 __global__ void bn_fwd_stats(const T* __restrict__ x, const double* __restrict__ part, T* __restrict__ mean,
                              T* __restrict__ rstd, double* __restrict__ stat, i64 N, i64 C, i64 S, i64 P,
                              double eps) {
     const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    double s1 = 0.0, s2 = 0.0;
-    for (i64 p = 0; p < P; ++p) {
-        s1 += part[(c * P + p) * 2];
-        s2 += part[(c * P + p) * 2 + 1];
-    }
-    const double n = double(N * S), k = double(x[c * S]);
-    double var = (s2 - s1 * s1 / n) / n;
-    if (var < 0.0) var = 0.0;
+    double mu, var;
+    bn_moments(x, part, c, N, S, P, mu, var);
     const double r = 1.0 / sqrt(var + eps);
-    mean[c] = T(k + s1 / n);
+    mean[c] = T(mu);
     rstd[c] = T(r);
     stat[c] = r;  // the scale uses rstd in double, as the host kernel does
 }
 
 // The running averages (PyTorch's rule, in double): running = (1 - m) running + m stat, with the
-// batch mean and the unbiased batch variance of the partial sums of bn_fwd_partial. rmean and rvar
-// may be one buffer (the other one absent, its flag 0): not __restrict__.
+// batch mean and the unbiased batch variance. rmean and rvar may be one buffer (the other one
+// absent, its flag 0): not __restrict__.
 template <typename T>
 __global__ void bn_running(const T* __restrict__ x, const double* __restrict__ part, T* rmean,
                            T* rvar, i64 N, i64 C, i64 S, i64 P, double m, int has_mean, int has_var) {
     const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    double s1 = 0.0, s2 = 0.0;
-    for (i64 p = 0; p < P; ++p) {
-        s1 += part[(c * P + p) * 2];
-        s2 += part[(c * P + p) * 2 + 1];
-    }
-    const double n = double(N * S), k = double(x[c * S]);
-    double var = (s2 - s1 * s1 / n) / n;
-    if (var < 0.0) var = 0.0;
-    if (has_mean) rmean[c] = T((1.0 - m) * double(rmean[c]) + m * (k + s1 / n));
+    double mu, var;
+    bn_moments(x, part, c, N, S, P, mu, var);
+    const double n = double(N * S);
+    if (has_mean) rmean[c] = T((1.0 - m) * double(rmean[c]) + m * mu);
     if (has_var) rvar[c] = T((1.0 - m) * double(rvar[c]) + m * (var * n / (n - 1.0)));
 }
 
