@@ -484,3 +484,14 @@ def test_norms_cuda_matches_cpu():
             assert (a is None) == (c is None)
             if a is not None:
                 np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-4, err_msg=f"functional {i}")
+
+
+def test_running_statistics_of_another_dtype_are_updated_through_a_copy():
+    """Buffers the fused kernel cannot update in place (float32 buffers of a float64 input; torch
+    refuses the mix on the CPU) get the same update, written back into them."""
+    x = np.random.default_rng(3).standard_normal((8, 3, 5, 5)) * 3 + 100
+    rm, rv = tl.zeros(3), tl.ones(3)
+    tl.nn.functional.batch_norm(tl.tensor(x), rm, rv, training=True, momentum=0.2)
+    assert rm.dtype == tl.float32 and rv.dtype == tl.float32
+    np.testing.assert_allclose(rm.numpy(), 0.2 * x.mean(axis=(0, 2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(rv.numpy(), 0.8 + 0.2 * x.var(axis=(0, 2, 3), ddof=1), rtol=1e-6)

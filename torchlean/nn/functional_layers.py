@@ -19,12 +19,12 @@ import numbers
 
 import numpy as np
 
-from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
+from ..errors import DeviceError, DomainError, DTypeError, ShapeError, TorchLeanError
 from ..spec.conv import MAX_SPATIAL
 from ..autograd import record
 from ..kernels import get_kernels
 from ..ops import ones, zeros
-from ..tensor import Tensor, no_grad
+from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_transpose_nd", "smooth_max_pool", "multi_head_attention", "spectral_conv1d",
@@ -241,33 +241,25 @@ def _update_running_stats(op, x, running_mean, running_var, momentum):
         raise DomainError(f"{op}: momentum must be a finite number, got {momentum!r}")
     m = float(momentum)
     c = x.shape[1]
-    axes = (0,) + tuple(range(2, x.ndim))
-    n = x.numel() // c
     for buf in (running_mean, running_var):
-        if buf is not None and buf.shape != (c,):
+        if buf is None:
+            continue
+        if buf.shape != (c,):
             raise ShapeError(f"{op}: running statistics must have shape ({c},), got {buf.shape} "
                              f"for input {x.shape}")
-    bufs = [b for b in (running_mean, running_var) if b is not None]
-    if all(b.dtype == x.dtype and b.device == x.device and b._value.flags.c_contiguous for b in bufs):
-        # One fused kernel: a statistics pass over x and the update, in float64.
-        v = x.detach()._value
-        get_kernels(x.device).batch_norm_running_update(
-            v.reshape(x.shape[0], c, -1) if v.flags.c_contiguous else v.copy().reshape(x.shape[0], c, -1),
-            None if running_mean is None else running_mean._value,
-            None if running_var is None else running_var._value, m)
-        return
-    with no_grad():
-        xd = x.detach()
-        mean = xd.mean(dim=axes)
-        centered = xd - mean.reshape((1, c) + (1,) * (x.ndim - 2))
-        var = (centered * centered).sum(dim=axes) * (1.0 / (n - 1))
-        for buf, stat in ((running_mean, mean), (running_var, var)):
-            if buf is None:
-                continue
-            if buf.shape != (c,):
-                raise ShapeError(f"{op}: running statistics must have shape ({c},), got {buf.shape} "
-                                 f"for input {x.shape}")
-            buf._value[...] = (buf * (1.0 - m) + stat.to(dtype=buf.dtype) * m)._value
+        if buf.device != x.device:
+            raise DeviceError(f"{op}: running statistics on {buf.device} for an input on {x.device}")
+    v = x.detach()._value
+    v = (v if v.flags.c_contiguous else v.copy()).reshape(x.shape[0], c, -1)
+    # One kernel: a statistics pass over x and the update, in float64. It updates buffers of x's
+    # dtype in place; another dtype (or layout) goes through a copy that is written back.
+    bufs = [None if b is None else b._value for b in (running_mean, running_var)]
+    work = [b if b is None or (b.dtype == v.dtype and b.flags.c_contiguous) else b.astype(v.dtype, order="C")
+            for b in bufs]
+    get_kernels(x.device).batch_norm_running_update(v, work[0], work[1], m)
+    for b, w in zip(bufs, work):
+        if w is not b:
+            b[...] = w.astype(b.dtype)
 
 
 # ---- attention ------------------------------------------------------------------------------
