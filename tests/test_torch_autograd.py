@@ -2,10 +2,13 @@
 protocols, in-place writes with version checks, and the autograd API (grad, hooks, retain_grad,
 custom Functions, grad modes)."""
 
+import weakref
+
 import numpy as np
 import pytest
 
 import torchlean as tl
+from torchlean.autograd.node import Released
 from torchlean.errors import AutogradError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
 
 torch = pytest.importorskip("torch")
@@ -292,6 +295,77 @@ def test_hooks_and_retain_grad_match_torch():
         handle.remove()
         res.append((x.grad.tolist(), h.grad.tolist(), seen, h.retains_grad, x.is_leaf, h.is_leaf))
     assert res[0] == res[1]
+
+
+# ---- memory: the tape keeps what backward needs, as torch's graph keeps its saved tensors ---------
+
+def test_a_result_nobody_holds_and_backward_does_not_read_is_freed():
+    x = tl.tensor(np.linspace(-1.0, 1.0, 6), requires_grad=True)
+    a = x + 1.0                       # add saves nothing; sum reads only the shape
+    ref = weakref.ref(a._value)
+    s = a.sum()
+    del a
+    assert ref() is None
+    s.backward()
+    assert x.grad.tolist() == [1.0] * 6
+
+
+def test_saved_values_are_freed_by_backward_while_the_loss_lives():
+    x = tl.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    h = x.exp()                       # exp's backward reads its output
+    ref = weakref.ref(h._value)
+    loss = h.sum()
+    del h
+    assert ref() is not None          # still needed by the backward
+    loss.backward()
+    assert ref() is None and loss.item() == pytest.approx(float(np.exp([0.5, 1.0, 2.0]).sum()))
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, 1.0, 2.0]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_a_node_lets_its_saved_values_go_once_its_backward_ran(retain):
+    x = tl.tensor([0.1, 0.2, 0.3], requires_grad=True)
+    a = x * 3.0
+    b = a.exp()
+    ref = weakref.ref(b._value)
+    seen = []
+    a.register_hook(lambda g: seen.append(ref() is None))   # runs after exp's backward
+    loss = b.sum()
+    del b
+    loss.backward(retain_graph=retain)
+    assert seen == [not retain]
+    if retain:  # the graph is whole: a second backward adds the same gradient
+        loss.backward()
+        np.testing.assert_allclose(x.grad.numpy(), 6.0 * np.exp(3.0 * np.array([0.1, 0.2, 0.3])), rtol=1e-6)
+
+
+def test_a_backward_that_fails_midway_releases_the_graph():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 2.0
+    loss = a.exp().sum()
+
+    def boom(g):
+        raise ValueError("hook failed")
+    h = a.register_hook(boom)
+    with pytest.raises(ValueError, match="hook failed"):
+        loss.backward()
+    h.remove()
+    with pytest.raises(AutogradError, match="second time"):  # never a silent partial gradient
+        loss.backward()
+
+
+def test_second_order_gradients_through_dropped_values_match_torch():
+    res = []
+    for lib in (tl, torch):
+        x = lib.tensor([0.3, -1.2, 2.0, 0.7], dtype=lib.float64, requires_grad=True)
+        y = (((x.sin() + 0.5).tanh() * x).sigmoid() * x.remainder(0.9)).sum()   # temporaries die here
+        if lib is tl:
+            assert any(isinstance(n.value, Released) for n in y._tape.nodes)
+        (g,) = lib.autograd.grad(y, x, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), x)
+        res.append((g.detach().numpy(), gg.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-12)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-10)
 
 
 def test_backward_inputs_restricts_accumulation_like_torch():

@@ -54,6 +54,37 @@ class Node:
         return f"Node({self.name!r}, shape={shape}, parents={list(self.parents)}, requires_grad={self.requires_grad})"
 
 
+class Released:
+    """What a node keeps of a value it no longer holds: shape, dtype and device (the reverse loop
+    checks contributions against the shape, and a dense backward fills unreached nodes with zeros of
+    that shape, dtype and device). The front end drops a recorded result's value once no tensor
+    holds it and its op's backward did not save it (see :class:`torchlean.autograd.record.Variable`),
+    so the tape keeps what backward needs and nothing more, as torch's graph keeps only its saved
+    tensors."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape, dtype, device):
+        self.shape, self.dtype, self.device = shape, dtype, device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"Released(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
+
+
+_HOST = (np.ndarray, np.generic)
+
+
+def released(value) -> Released:
+    """The :class:`Released` stand-in of ``value`` (itself when it is one already)."""
+    if isinstance(value, Released):
+        return value
+    return Released(tuple(value.shape), value.dtype, "cpu" if isinstance(value, _HOST) else "cuda")
+
+
 def _accumulate(nodes, grads, owned, p, c, op):
     """Add contribution ``c`` to the gradient of node ``p`` (in place once the sum is ours)."""
     if isinstance(c, np.generic):
@@ -73,7 +104,7 @@ def _accumulate(nodes, grads, owned, p, c, op):
         owned.add(p)
 
 
-def sweep(nodes, grads, start, keep=(), at=None, hooks=None) -> None:
+def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False) -> None:
     """Reverse accumulation over ``nodes[start], ..., nodes[0]``: the one backward loop, of the
     tape and of compiled IR programs.
 
@@ -86,6 +117,9 @@ def sweep(nodes, grads, start, keep=(), at=None, hooks=None) -> None:
     consumed it. ``at`` (a one-element list), when given, holds the id of the node whose backward
     runs, so that a caller can name the node an error came from. ``hooks`` (node id -> functions of the
     gradient returning a replacement or None) run on a node's gradient once it is complete.
+    With ``free``, each node lets go of its rule, what its forward saved and its value (set to None:
+    no contribution reaches it any more) as soon as its backward has run (the graph cannot be walked again: the caller marks it released, also
+    when the loop raises), so saved activations are freed while the gradients build up.
     """
     owned = set()
     is_dict = isinstance(grads, dict)
@@ -109,5 +143,7 @@ def sweep(nodes, grads, start, keep=(), at=None, hooks=None) -> None:
                 if c is None or not nodes[p].requires_grad:
                     continue
                 _accumulate(nodes, grads, owned, p, c, node.name or "op")
+            if free:
+                node.rule = node.K = node.saved = node.needs = node._bwd = node.cleanup = node.value = None
         if is_dict and i not in keep:
             del grads[i]

@@ -29,7 +29,7 @@ import weakref
 from ..errors import AutogradError, ShapeError
 from ..kernels import get_kernels
 from .dispatch import device_of, forward_op
-from .node import sweep
+from .node import Released, released, sweep
 from .tape import Node, Tape
 
 
@@ -42,6 +42,30 @@ class Variable:
                  # (0), the (tensor, index) a basic-index result was read from (None), the gradient hooks
                  # of a leaf ([]), and whether the value aliases another tensor's through ``.data`` (False).
                  "_vc", "_base", "_hooks", "_untracked")
+
+    def __del__(self):
+        # A recorded result nobody holds any more: its node keeps the value only if its backward
+        # saved it (what torch's graph keeps), so activations the backward never reads are freed
+        # as soon as the forward drops them.
+        # (A view of the value in the saved values keeps the buffer alive anyway; only the array itself
+        # is looked for, and a backward with create_graph recomputes a dropped value it needs.)
+        tape = self._tape
+        if tape is None or tape.released or released is None:  # (None: interpreter shutdown)
+            return
+        i = self._id
+        if tape.merged_into is not None:
+            tape, i = resolve(self)
+        node = tape.nodes[i]
+        v = self._value
+        if node.value is v and node.rule is not None:
+            saved = node.saved
+            if saved is v:
+                return
+            if type(saved) is tuple:
+                for a in saved:
+                    if a is v:
+                        return
+            node.value = released(v)
 
 
 #: The class :func:`record` gives its results (the front end's Tensor, see :func:`set_result_class`).
@@ -167,6 +191,13 @@ class GraphTape(Tape):
             self.leaves.append((nid, t))
             self.leaf_of[id(t)] = nid
         return nid
+
+    def release(self) -> None:
+        """:meth:`Tape.release`, and every node lets go of its value too: a tensor that outlives its backward (the loss a loop holds) no longer keeps the step's
+        activations alive."""
+        for n in self.nodes:
+            n.rule = n.K = n.saved = n.needs = n._bwd = n.cleanup = n.value = None
+        self.released = True
 
     def absorb(self, other: "GraphTape") -> None:
         """Append ``other``'s nodes (ids shifted by len(self)); ``other`` forwards to self."""
@@ -435,7 +466,10 @@ def _graph_walk(tape, grads, start, keep) -> None:
             h = leaf_var.get(p)
             if h is None:
                 node = nodes[p]
-                h = wrap(node.value)
+                v = node.value
+                if isinstance(v, Released):  # dropped after the forward: run the op again on its inputs
+                    v = forward_op(node.name, [handle(q)._value for q in node.parents], node.attrs or {})[0]
+                h = wrap(v)
                 if node.name is not None and node.requires_grad:  # a recorded result: its node stands for it
                     h._tape, h._id, h.requires_grad = tape, p, True
             handles[p] = h
@@ -495,9 +529,10 @@ def _seeds(op, outputs, grad_outputs, create_graph=False):
     return out
 
 
-def _sweep_from(op, pairs, keep_of, create_graph=False):
+def _sweep_from(op, pairs, keep_of, create_graph=False, free=False):
     """Reverse accumulation from several seeded outputs on one tape. ``keep_of(tape)`` gives the node ids
-    whose gradients to return. Returns ``(tape, {id: gradient})``; a leaf output's gradient is its seed."""
+    whose gradients to return; ``free`` (a backward that does not retain the graph) lets each node's
+    saved values go as soon as its backward ran. Returns ``(tape, {id: gradient})``; a leaf output's gradient is its seed."""
     tapes = []
     for t, _ in pairs:
         if t._tape is not None:
@@ -528,7 +563,12 @@ def _sweep_from(op, pairs, keep_of, create_graph=False):
     if create_graph:
         _graph_sweep(tape, grads, max(grads), keep)
     else:
-        sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None)
+        try:
+            sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None, free=free)
+        except BaseException:
+            if free:  # nodes already let go of what they saved: the graph cannot be walked again
+                tape.release()
+            raise
     return tape, {i: grads[i] for i in keep if i in grads}
 
 
@@ -573,7 +613,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                     ids.add(x._id)
         return ids
 
-    tape, grads = _sweep_from("backward", pairs, keep_of, create_graph)
+    tape, grads = _sweep_from("backward", pairs, keep_of, create_graph, free=not retain_graph)
     for o, seed in pairs:
         if o._tape is None and (only is None or id(o) in only):  # a leaf output: d o / d o = seed
             accumulate_grad(o, seed)
@@ -636,7 +676,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         ids.update(nid for nid, r in tape.retained.items() if r() is not None)
         return ids
 
-    tape, grads = _sweep_from("grad", pairs, keep_of, create_graph)
+    tape, grads = _sweep_from("grad", pairs, keep_of, create_graph, free=not retain_graph)
     if tape is not None:  # retained non-leaf gradients accumulate here too, as in torch
         _store_retained(tape, grads)
     result = []

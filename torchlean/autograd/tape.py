@@ -28,7 +28,13 @@ from ..errors import AutogradError, DTypeError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
 from .dispatch import device_of, forward_op
-from .node import Node, sweep
+from .node import Node, Released, sweep
+
+
+def zeros_for(v):
+    """The zero gradient of a node whose value is ``v`` (an array or its :class:`Released` stand-in)."""
+    dev = v.device if isinstance(v, Released) else device_of(v)
+    return get_kernels(dev).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
 
 
 def run_op(name, vals, attrs, fast=None, needs=None):
@@ -153,8 +159,7 @@ class Tape:
         sweep(self.nodes, grads, out_id)
         for i, g in enumerate(grads):
             if g is None:
-                v = self.nodes[i].value
-                grads[i] = get_kernels(device_of(v)).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
+                grads[i] = zeros_for(self.nodes[i].value)
         return grads
 
     def backward_sparse(self, out_id: int, seed=None, retain=(), fill_zeros=True) -> dict:
@@ -174,8 +179,7 @@ class Tape:
             if g is None and not fill_zeros:
                 continue
             if g is None:
-                v = self.nodes[i].value
-                g = get_kernels(device_of(v)).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
+                g = zeros_for(self.nodes[i].value)
             out[i] = g
         return out
 
