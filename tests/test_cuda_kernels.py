@@ -594,11 +594,12 @@ def test_flash_attention_tensor_cores_match_fma(K, rng, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b[np.isfinite(b)]).max()))
 
 
-@pytest.mark.parametrize("scan_max", [None, 0])
-def test_planless_scatter_add_rows_is_bit_identical_to_the_sorted_kernel(K, cp, monkeypatch, scan_max):
-    """Inside a capture scope scatter_add_rows runs without a host sort plan: the index scan for small
-    tables and, past SCAN_SCATTER_MAX (forced here with 0), one thread per column walking the indices.
-    Both add in index order from the initial value, so they equal the sorted kernel bit for bit."""
+@pytest.mark.parametrize("threads", [None, 1, 200, 1 << 30])
+def test_planless_scatter_add_rows_is_bit_identical_to_the_sorted_kernel(K, cp, monkeypatch, threads):
+    """Inside a capture scope scatter_add_rows runs without a host sort plan: each thread walks the
+    indices for one column of a span of rows (span = every row with 1 thread per column, a few rows
+    with 200 threads, one row with 2^30). Every span adds in index order from the initial value, so
+    each equals the sorted kernel bit for bit; an out-of-bounds index adds nothing."""
     from torchlean.kernels.cuda import gemm as G
     from torchlean.kernels.cuda import index as I
     rng = np.random.default_rng(7)
@@ -607,9 +608,11 @@ def test_planless_scatter_add_rows_is_bit_identical_to_the_sorted_kernel(K, cp, 
     vals = cp.asarray((rng.standard_normal((k, cols)) * 10 ** rng.uniform(-3, 3, (k, 1))).astype(np.float32))
     idx = rng.integers(0, rows, k)
     idx[:200] = 5                                    # a heavily repeated row: order matters in float32
+    idx[300] = rows + 4                              # out of bounds (in uint32 range): ignored
+    idx[-1] = rows - 1                               # the last row, the end of the last span
     want = K.scatter_add_rows(mat, vals, idx)
-    if scan_max is not None:
-        monkeypatch.setattr(I, "SCAN_SCATTER_MAX", scan_max)
+    if threads is not None:
+        monkeypatch.setattr(I, "PLANLESS_THREADS", threads)
     with G.capture_scope(cp.cuda.get_current_stream()):
         got = K.scatter_add_rows(mat, vals, idx)
     assert cp.array_equal(got, want)

@@ -18,7 +18,7 @@ from . import build
 from .build import blocks, etype, ftype, launch
 
 build.declare("index", [f"{k}<{e}>" for k in ("gather_vec_kernel", "gather_rows_kernel") for e in build.ELEMS]
-              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "scatter_add_rows_scan", "scatter_add_rows_seq",
+              + [f"{k}<{t}>" for k in ("scatter_add_rows_kernel", "scatter_add_rows_walk",
                                      "add_row_kernel")
                  for t in build.FLOATS])
 
@@ -227,10 +227,9 @@ def _scatter_plan(indices, op):
     return plan
 
 
-#: Most rows * cols * indices for which a captured scatter-add scans every index per target element
-#: (fully parallel, about a millisecond of work at this size on an H100); above it one thread per
-#: column walks the indices in order (k sequential steps, no rows factor).
-SCAN_SCATTER_MAX = 1 << 30
+#: About how many threads a captured (planless) scatter-add runs: each owns one column of a span of
+#: target rows and reads every index (see ``scatter_add_rows_walk`` in src/index.cu).
+PLANLESS_THREADS = 1 << 17
 
 
 def _scatter_rows(mat, values, indices, name):
@@ -249,17 +248,18 @@ def _scatter_rows(mat, values, indices, name):
 
 
 def _scatter_rows_planless(mat, values, idx, t):
-    """Scatter-add with device indices and no sort plan: the index scan for small tables, the
-    column walk for large ones (both add in index order: bit-identical to the planned kernel)."""
+    """Scatter-add with device indices and no sort plan: each thread walks the indices for one column
+    of a span of target rows, adding in index order (bit-identical to the planned kernel)."""
     rows, cols = mat.shape[0], math.prod(mat.shape[1:])
     k = idx.shape[0]
     out = _contig(mat).copy()
     values = _contig(_dev(values).astype(mat.dtype, copy=False))
-    args = (out, np.int64(rows), np.int64(cols), values, idx, np.int64(k))
-    if rows * cols * k <= SCAN_SCATTER_MAX:
-        launch("index", f"scatter_add_rows_scan<{t}>", blocks(rows * cols, _THREADS), _THREADS, args)
-    else:
-        launch("index", f"scatter_add_rows_seq<{t}>", blocks(cols, 64), 64, args)
+    if out.size and k:
+        groups = min(rows, max(1, PLANLESS_THREADS // cols))
+        span = -(-rows // groups)
+        n = -(-rows // span) * cols
+        launch("index", f"scatter_add_rows_walk<{t}>", blocks(n, _THREADS), _THREADS,
+               (out, np.int64(rows), np.int64(cols), values, idx, np.int64(k), np.int64(span)))
     return out
 
 

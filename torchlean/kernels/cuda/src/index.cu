@@ -41,33 +41,23 @@ __global__ void scatter_add_rows_kernel(T* __restrict__ out, i64 rows, i64 cols,
 }
 
 // The same sums with no sort plan, for CUDA-graph capture (a plan depends on the indices' values,
-// which a captured graph reads from a device buffer): one thread per target element reads every
-// index in order and adds the rows equal to its own, so the sums run in the same (index) order.
-// rows * k index reads: chosen for small tables only (an embedding's vocabulary).
+// which a captured graph reads from a device buffer). Thread (b, c) owns column c of the target
+// rows [b * span, (b + 1) * span) and walks every index in order, adding the value rows whose index
+// falls in its range: each target element's additions run in index order from its initial value,
+// as in the sorted kernel, so the result is bit-identical. Work: k index reads per thread (one
+// broadcast per warp) over ceil(rows / span) * cols threads; the host picks span so that about
+// 2^17 threads run (span 1 for small tables, span = rows for a table wider than that).
 template <typename T>
-__global__ void scatter_add_rows_scan(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
-                                      const i64* __restrict__ idx, i64 k) {
+__global__ void scatter_add_rows_walk(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
+                                      const i64* __restrict__ idx, i64 k, i64 span) {
     const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= rows * cols) return;
-    const i64 i = t / cols, c = t - i * cols;
-    T acc = out[t];
-    for (i64 j = 0; j < k; ++j)
-        if (idx[j] == i) acc += values[j * cols + c];
-    out[t] = acc;
-}
-
-// The same sums for large tables in a captured graph: one thread per column walks the indices in
-// order and adds each value row to its target row. For every target element the additions come
-// in index order from its initial value, as in the sorted kernel, so the result is bit-identical;
-// the work is k * cols (no rows factor), sequential in k per column.
-template <typename T>
-__global__ void scatter_add_rows_seq(T* __restrict__ out, i64 rows, i64 cols, const T* __restrict__ values,
-                                     const i64* __restrict__ idx, i64 k) {
-    const i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
+    const i64 nb = (rows + span - 1) / span;
+    if (t >= nb * cols) return;
+    const i64 b = t / cols, c = t - b * cols;
+    const i64 lo = b * span, hi = lo + span < rows ? lo + span : rows;
     for (i64 j = 0; j < k; ++j) {
         const i64 i = idx[j];
-        if (i < rows) out[i * cols + c] += values[j * cols + c];
+        if (i >= lo && i < hi) out[i * cols + c] += values[j * cols + c];
     }
 }
 
