@@ -7,6 +7,7 @@ import pytest
 
 import torchlean.autograd.dispatch as dispatch
 from torchlean.autograd import Tape
+from torchlean.errors import DomainError
 from torchlean.kernels import HOST, cuda_available, get_kernels, routed
 from torchlean.options import get_options, options
 from torchlean.spec import SPEC
@@ -186,3 +187,32 @@ def test_a_failed_cuda_load_is_remembered(monkeypatch):
         with pytest.raises(BackendUnavailableError, match="no GPU \\(test\\)"):
             kcuda.load()
     assert calls == [1]
+
+
+@pytest.mark.parametrize("first", [1, 1.0, True, 9])
+def test_dispatch_cache_keys_attributes_by_type_and_value(first, monkeypatch):
+    """Ops with attributes are served from the dispatch cache too; an entry made by one attribute
+    value never serves another that compares equal but the shape rule refuses (1 == 1.0 == True),
+    nor a different value (another output shape)."""
+    monkeypatch.setattr(dispatch, "DISPATCH", {})
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+    def run(stop):
+        return dispatch.forward_op("slice", [x], {"axis": 1, "start": 0, "stop": stop})[0]
+
+    for stop in (first, 1, 1.0, True, 3):
+        if type(stop) is int:
+            np.testing.assert_array_equal(run(stop), x[:, :stop])
+        else:
+            with pytest.raises(DomainError, match="stop must be an int"):
+                run(stop)
+    assert any(k[0] == "slice" for k in dispatch.DISPATCH)
+
+
+def test_dispatch_cache_skips_attributes_that_are_not_plain_values(monkeypatch):
+    monkeypatch.setattr(dispatch, "DISPATCH", {})
+    x = np.ones((2, 3), np.float32)
+    dispatch.forward_op("sum", [x], {})
+    dispatch.forward_op("reshape", [x], {"shape": [3, 2]})      # a list: not cached
+    dispatch.forward_op("reshape", [x], {"shape": (3, 2)})      # a tuple of ints: cached
+    assert sorted(k[0] for k in dispatch.DISPATCH) == ["reshape", "sum"]

@@ -58,16 +58,36 @@ def _spec_rule(op) -> Rule:
 #: Reference mode's rules: every op's spec forward and VJP, run on host values.
 SPEC_RULES: dict = {name: _spec_rule(op) for name, op in SPEC.items()}
 
-#: The dispatch cache, the only one of the runtime: ``(op, value type, input shapes)`` ->
-#: ``(rule, kernels, output shape, on the CPU, defined on integers)`` for ops called without attributes.
-#: It is correct because, without attributes, the shape rule is a pure function of the input shapes
-#: (so its verdict and output shape are those of the first call), an op not defined on integers is
+#: The dispatch cache, the only one of the runtime: ``(op, value type, input shapes[, attributes])``
+#: -> ``(rule, kernels, output shape, on the CPU, defined on integers)`` for ops of one to four inputs
+#: of one value type whose attributes are plain values (see :func:`_attrs_key`). It is correct
+#: because the shape rule is a pure function of the input shapes and the attributes (so its verdict
+#: and output shape are those of the first call with equal ones), an op not defined on integers is
 #: served from it only for float inputs (others go through the dtype check), and the rule and kernels depend only on the
 #: op and the device, which the value type determines. The options that change the rule or the
 #: kernels act on the CPU only: a CPU entry serves only under the default options (fast kernels,
 #: no use_gpu), and entries are made only then.
 DISPATCH: dict = {}
 _DISPATCH_MAX = 65536
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def _attrs_key(attrs):
+    """The attributes as part of a cache key: ``((name, type, value), ...)`` when every value is a
+    plain int, float, bool, str or None, or a tuple of ints; otherwise None (not cached). The type
+    is part of the key because ``1 == 1.0 == True``: a value the shape rule would refuse must never
+    be served from an entry made by one it accepted."""
+    out = []
+    for k, v in attrs.items():
+        t = type(v)
+        if t not in _PLAIN:
+            if t is not tuple:
+                return None
+            for e in v:
+                if type(e) is not int:
+                    return None
+        out.append((k, t, v))
+    return tuple(out)
 
 
 def _kernels(dev, opts):
@@ -95,30 +115,42 @@ def forward_op(name, vals, attrs, fast=None):
     key = None
     if fast is not None and fast != opts.fast_kernels:
         opts = replace(opts, fast_kernels=fast)
-    elif not attrs:
+    elif vals:
+        a = vals[0]
+        ta = type(a)
         n = len(vals)
-        if n == 2:
-            a, b = vals
-            if type(b) is type(a):
-                key = (name, type(a), a.shape, b.shape)
-        elif n == 1:
-            key = (name, type(vals[0]), vals[0].shape)
+        if n == 1:
+            key = a.shape
+        elif n == 2:
+            b = vals[1]
+            if type(b) is ta:
+                key = (a.shape, b.shape)
+        elif n <= 4:
+            for v in vals:
+                if type(v) is not ta:
+                    break
+            else:
+                key = tuple([v.shape for v in vals])
+        if key is not None:
+            if attrs:
+                ak = _attrs_key(attrs)
+                key = None if ak is None else (name, ta, key, ak)
+            else:
+                key = (name, ta, key)
         if key is not None:
             hit = DISPATCH.get(key)
             if hit is not None and not hit[4]:
                 # An op not defined on integers is served from the cache for float inputs only
                 # (NumPy's builtin dtypes are singletons: identity first, inline on the hot path).
-                d = vals[0].dtype
-                if not (d is _F32 or d is _F64 or d.kind == "f"):
-                    hit = None
-                elif n == 2:
-                    d = vals[1].dtype
+                for v in vals:
+                    d = v.dtype
                     if not (d is _F32 or d is _F64 or d.kind == "f"):
                         hit = None
+                        break
             if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)):
                 rule, K, out_shape, _, _ = hit
-                y, saved = rule.forward(K, *vals)
-                if type(y) is not key[1] and isinstance(y, np.generic):
+                y, saved = rule.forward(K, *vals, **attrs) if attrs else rule.forward(K, *vals)
+                if type(y) is not ta and isinstance(y, np.generic):
                     y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
                 if y.shape != out_shape:
                     raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
@@ -155,9 +187,10 @@ def forward_op(name, vals, attrs, fast=None):
     elif tuple(y.shape) != out_shape:
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
     if y.dtype.kind != "f":
-        # A result that is not a float carries no gradient: no rule to record. (An op without
-        # attributes gives a float for float inputs, the only ones that require grad, so the
-        # cached path above needs no such check.)
+        # A result that is not a float carries no gradient: no rule to record. Such a result is
+        # never cached: the kind of an op's result is fixed by the op, its attributes (in the key)
+        # and whether its inputs are floats (the cached path serves float inputs only), so the
+        # cached path above needs no such check.
         return y, None, K, saved
     if key is not None and rules is RULES and (dev != "cpu" or K is HOST) and len(DISPATCH) < _DISPATCH_MAX:
         DISPATCH[key] = (rule, K, out_shape, dev == "cpu", spec.ints)
