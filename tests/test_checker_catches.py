@@ -105,6 +105,12 @@ def _fill(x, value):
         x[idx] = value
 
 
+def _basic_index_add(x, key, g):
+    target = np.arange(x.size).reshape(x.shape)[key]       # the flat positions the key selects
+    for pos, v in zip(target.reshape(-1), g.reshape(-1)):
+        x.reshape(-1)[pos] = x.reshape(-1)[pos] + v
+
+
 def _batch_norm_running_update(x, running_mean, running_var, momentum):
     n, c, s = x.shape
     count = n * s
@@ -123,7 +129,7 @@ def _batch_norm_running_update(x, running_mean, running_var, momentum):
 ORACLES = {"slice1d": _slice1d, "concat1d": _concat1d, "broadcast_vec_to_rows": _rows,
            "broadcast_vec_to_cols": _cols, "reduce_sum_axis0": _sum0, "reduce_sum_axis1": _sum1,
            "reduce_max_axis0": _max0, "reduce_max_axis1": _max1, "reduce_sum_axis": _sum_axis,
-           "scatter_add_row": _scatter_add_row, "fill": _fill,
+           "scatter_add_row": _scatter_add_row, "fill": _fill, "basic_index_add": _basic_index_add,
            "batch_norm_running_update": _batch_norm_running_update}
 
 #: Kernels value-checked elsewhere on the CPU, or with nothing to compare there, and why.

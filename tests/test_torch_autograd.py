@@ -368,6 +368,45 @@ def test_second_order_gradients_through_dropped_values_match_torch():
     np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-10)
 
 
+def test_split_pieces_add_into_one_gradient_like_torch():
+    """Slices' cotangents are added at their places of the input's gradient (one zero fill, then
+    in-place adds), also when the first contribution is another op's array (copied, never written)."""
+    rng = np.random.default_rng(3)
+    xv, wv = rng.standard_normal((4, 6)), rng.standard_normal((4, 2))
+    res = []
+    for lib in (tl, torch):
+        x = lib.tensor(xv, requires_grad=True)
+        w = lib.tensor(wv, requires_grad=True)
+        a = x * 2.0
+        q, k, v = a.split(2, dim=1)
+        # recorded last, exp's contribution reaches a first: the slices add into a copy of it; an
+        # overlapping narrow adds on top of the split's pieces
+        y = (q * w).sum() + (k * k).sum() + v.tanh().sum() + a.narrow(1, 1, 3).pow(2).sum() + a.exp().sum()
+        y.backward(retain_graph=True)
+        g1 = x.grad.clone()
+        y.backward()
+        res.append((g1.numpy(), x.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(res[0], res[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_split_backward_fills_zeros_once(monkeypatch):
+    from torchlean.kernels import HOST
+    calls = {"basic_index_bwd": 0, "basic_index_add": 0}
+    for name in calls:
+        fn = getattr(HOST, name)
+
+        def counted(*a, _fn=fn, _n=name):
+            calls[_n] += 1
+            return _fn(*a)
+        monkeypatch.setattr(HOST, name, counted)
+    x = tl.tensor(np.arange(12.0).reshape(2, 6), requires_grad=True)
+    q, k, v = (x * 1.0).split(2, dim=1)        # a recorded result, as a projection's output
+    ((q * 1.0).sum() + (k * 2.0).sum() + (v * 3.0).sum()).backward()
+    assert calls == {"basic_index_bwd": 1, "basic_index_add": 2}
+    assert x.grad.tolist() == [[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]] * 2
+
+
 def test_backward_inputs_restricts_accumulation_like_torch():
     res = []
     for lib in (tl, torch):

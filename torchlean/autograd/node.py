@@ -104,6 +104,25 @@ def _accumulate(nodes, grads, owned, p, c, op):
         owned.add(p)
 
 
+def _accumulate_region(nodes, grads, owned, p, g, region, K, op):
+    """Add ``g`` at ``key`` of the gradient of node ``p`` (``region = (shape, key)``, see
+    :class:`~torchlean.autograd.rules.registry.Rule`): the first contribution is the zero-padded
+    array, later ones are added in place into a gradient that is ours (a copy first otherwise)."""
+    shape, key = region
+    pv = nodes[p].value
+    if tuple(shape) != tuple(pv.shape):
+        raise ShapeError(f"{op}: gradient for parent {p} has shape {fmt_shapes(tuple(shape))}, "
+                         f"expected {fmt_shapes(pv.shape)}")
+    old = grads.get(p) if isinstance(grads, dict) else grads[p]
+    if old is None:
+        grads[p] = K.basic_index_bwd(g, shape, key)
+    else:
+        if p not in owned:
+            old = grads[p] = K.copy(old)
+        K.basic_index_add(old, key, g)
+    owned.add(p)
+
+
 def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False) -> None:
     """Reverse accumulation over ``nodes[start], ..., nodes[0]``: the one backward loop, of the
     tape and of compiled IR programs.
@@ -138,11 +157,16 @@ def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False) -> None
             if at is not None:
                 at[0] = i
             rule = node.rule
-            contribs = rule.backward(node.K, node.saved, g, node.needs) if rule is not None else node._bwd(g)
-            for p, c in zip(node.parents, contribs):
-                if c is None or not nodes[p].requires_grad:
-                    continue
-                _accumulate(nodes, grads, owned, p, c, node.name or "op")
+            if rule is not None and rule.region is not None:
+                p = node.parents[0]
+                if node.needs[0] and nodes[p].requires_grad:
+                    _accumulate_region(nodes, grads, owned, p, g, rule.region(node.saved), node.K, node.name)
+            else:
+                contribs = rule.backward(node.K, node.saved, g, node.needs) if rule is not None else node._bwd(g)
+                for p, c in zip(node.parents, contribs):
+                    if c is None or not nodes[p].requires_grad:
+                        continue
+                    _accumulate(nodes, grads, owned, p, c, node.name or "op")
             if free:
                 node.rule = node.K = node.saved = node.needs = node._bwd = node.cleanup = node.value = None
         if is_dict and i not in keep:

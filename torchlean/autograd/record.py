@@ -363,6 +363,8 @@ def attach(out: Variable, inputs, node: Node) -> Variable:
 class _Stale:
     """The rule of a node whose saved value was overwritten in place: its backward raises, naming both ops."""
 
+    region = None
+
     def __init__(self, op, writer, shape):
         self.op, self.writer, self.shape = op, writer, shape
 

@@ -70,6 +70,8 @@ CONTRACT: dict[str, dict[str, str]] = {
         "stack": "(xs: sequence of same-shape arrays, axis) -> stacked along a new axis",
         "basic_index": "(x, key) -> contiguous copy of x[key]; key a tuple of ints, slices, None and Ellipsis",
         "basic_index_bwd": "(g, shape, key) -> zeros of `shape` with g written at x[key] (the adjoint of basic_index)",
+        "basic_index_add": ("(x, key, g) -> None: x[key] += g in place (x contiguous, g of x[key]'s shape): "
+                            "basic_index_bwd's result added into a gradient that is already there"),
         "flip": "(x, axes: tuple of distinct non-negative ints) -> contiguous copy of x reversed along each of axes",
     },
     "index": {

@@ -398,7 +398,7 @@ DECLARED = {
     "broadcast_vec_to_rows": "vec_broadcast", "broadcast_vec_to_cols": "vec_broadcast",
     "broadcast_to": "axis_map", "reduce_from_broadcast_to": "axis_map",
     "permute": "permute", "concat": "sequence", "stack": "sequence", "basic_index": "basic_index",
-    "flip": "flip",
+    "basic_index_add": "basic_index_add", "flip": "flip",
     "scatter_add_row": "scatter_row", "device_ints": "ints", "host_ints": "ints",
     "linear": "linear",
     "linalg_solve": "linalg", "linalg_cholesky": "linalg", "linalg_cholesky_bwd": "linalg",
@@ -1088,6 +1088,19 @@ def _basic_index(k: Kernel):
     x = k.rand((5, 31, 7))
     out = [k.case({"x": x, "key": key}, f"x(5, 31, 7)[{key}]") for key in _KEYS]
     out.append(k.case({"x": k.rand(4097), "key": (slice(5, 4000, 7),)}, "x(4097,)[5:4000:7]"))
+    return out
+
+
+@generator("basic_index_add")
+def _basic_index_add(k: Kernel):
+    out = []
+    for key in _KEYS:
+        x = k.rand((5, 31, 7))
+        region = np.zeros((5, 31, 7))[key].shape
+        out.append(k.case({"x": x, "key": key, "g": k.rand(region)}, f"x(5, 31, 7)[{key}] += g",
+                          inplace=("x",), outputs=()))
+    out.append(k.case({"x": k.rand(4097), "key": (slice(5, 4000, 7),), "g": k.rand(571)},
+                      "x(4097,)[5:4000:7] += g", inplace=("x",), outputs=()))
     return out
 
 

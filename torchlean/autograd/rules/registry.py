@@ -23,22 +23,28 @@ RULES: dict[str, "Rule"] = {}
 class Rule:
     """``checks_shapes``: the forward runs the shape rule of each op it is made of before that
     op's kernels (a compound), so dispatch does not run the op's own shape rule, which would
-    compose the same rules once more."""
+    compose the same rules once more.
+
+    ``region(saved) -> (shape, key)``, for a one-input op whose cotangent is ``g`` written at ``key``
+    of zeros of ``shape`` (its backward is ``basic_index_bwd(g, shape, key)``): the reverse loop
+    adds ``g`` at ``key`` of the input's gradient instead (``basic_index_add``), so the pieces of a
+    split cost one zero fill between them, not one each plus the sums."""
     name: str
     forward: Callable
     backward: Callable
     family: str = ""
     checks_shapes: bool = False
+    region: Callable | None = None
 
 
 def defrule(name: str, forward: Callable, backward: Callable, family: str | None = None,
-            checks_shapes: bool = False) -> Rule:
+            checks_shapes: bool = False, region: Callable | None = None) -> Rule:
     """Register the runtime rule of ``name``; twice is a bug. ``family`` defaults to that of the
     calling module (``torchlean.autograd.rules.<family>``)."""
     if name in RULES:
         raise RuntimeError(f"runtime rule {name!r} registered twice")
     r = Rule(name, forward, backward, family or family_of_module(sys._getframe(1).f_globals["__name__"]),
-             checks_shapes)
+             checks_shapes, region)
     RULES[name] = r
     return r
 

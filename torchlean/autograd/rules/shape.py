@@ -135,8 +135,12 @@ def _select_fwd(K, x, *, axis, index):
     return K.basic_index(x, key), (x.shape, key)
 
 
-defrule("slice", _slice_fwd, lambda K, s, g, n: (K.basic_index_bwd(g, *s),))
-defrule("select", _select_fwd, lambda K, s, g, n: (K.basic_index_bwd(g, *s),))
+def _region(saved):
+    return saved  # (input shape, key)
+
+
+defrule("slice", _slice_fwd, lambda K, s, g, n: (K.basic_index_bwd(g, *s),), region=_region)
+defrule("select", _select_fwd, lambda K, s, g, n: (K.basic_index_bwd(g, *s),), region=_region)
 
 
 def _getitem_fwd(K, x, *, index):

@@ -88,6 +88,13 @@ def basic_index_bwd(g, shape, key, *, xp=np):
     return dx
 
 
+def basic_index_add(x, key, g, *, xp=np):
+    if g.shape != x[key].shape:
+        raise ShapeError(f"basic_index_add: values of shape {tuple(g.shape)} for a region of shape "
+                         f"{tuple(x[key].shape)}")
+    x[key] += g
+
+
 def flip(x, axes, *, xp=np):
     # Negative-step slices rather than xp.flip: the same view on NumPy and CuPy, 0-d included.
     key = tuple(slice(None, None, -1) if a in axes else slice(None) for a in range(x.ndim))
