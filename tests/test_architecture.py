@@ -30,7 +30,7 @@ LAYERS = [
     {"testing"},
     {"tensor", "serialization", "torch_pickle", "capture", "cuda", "amp", "accelerator", "backends", "onnx"},
     {"ops", "linalg", "autograd_api"},
-    {"nn", "optim", "multiprocessing", "distributions"},
+    {"nn", "optim", "multiprocessing", "distributions", "distributed"},
     {"ir"},
     {"models", "data", "train", "utils", "hub"},
     {"", "quickstart"},          # "" is the package itself: the public namespace

@@ -58,6 +58,11 @@ class BackendUnavailableError(TorchLeanError, RuntimeError):
     """An optional backend (CuPy, safetensors, onnx, ...) is not installed or has no device."""
 
 
+class DistributedError(TorchLeanError, RuntimeError):
+    """A process group or collective failed: a timeout (naming the operation and the ranks that
+    did not arrive), a store that cannot be reached, a call before init_process_group."""
+
+
 class AutogradError(TorchLeanError, RuntimeError):
     """Misuse of autograd: backward twice, backward of a non-scalar without a gradient, ..."""
 

@@ -42,10 +42,11 @@ class DistributedSampler(Sampler):
     """
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        from ... import distributed as dist
         if num_replicas is None:
-            num_replicas = _env_int("WORLD_SIZE", "DistributedSampler")
+            num_replicas = dist.get_world_size() if dist.is_initialized() else _env_int("WORLD_SIZE", "DistributedSampler")
         if rank is None:
-            rank = _env_int("RANK", "DistributedSampler")
+            rank = dist.get_rank() if dist.is_initialized() else _env_int("RANK", "DistributedSampler")
         if rank >= num_replicas or rank < 0:
             raise DomainError(f"DistributedSampler: invalid rank {rank}, rank should be in the interval "
                               f"[0, {num_replicas - 1}]")

@@ -1,0 +1,242 @@
+"""torchlean.distributed on the CPU backend: the store, collectives in 2 and 4 processes against
+NumPy, groups, point to point, and timeouts that name the ranks that did not arrive."""
+
+import multiprocessing as mp
+import os
+import socket
+import time
+import traceback
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+import torchlean.distributed as dist
+from torchlean.errors import DistributedError
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(fn, rank, world, port, q, timeout):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    try:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout))
+        out = fn(rank, world)
+        dist.destroy_process_group()
+        q.put((rank, "ok", out))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        q.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+
+
+def run(fn, world, timeout=20.0):
+    """``fn(rank, world)`` in ``world`` processes of one job; returns the results by rank (raises on error)."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = _free_port()
+    ps = [ctx.Process(target=_worker, args=(fn, r, world, port, q, timeout)) for r in range(world)]
+    for p in ps:
+        p.start()
+    res = {}
+    try:
+        for _ in range(world):
+            rank, status, out = q.get(timeout=timeout + 60)
+            res[rank] = (status, out)
+    finally:
+        for p in ps:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    return [res[r] for r in range(world)]
+
+
+def values(results):
+    for status, out in results:
+        if status != "ok":
+            raise AssertionError(out)
+    return [out for _, out in results]
+
+
+def _data(rank, shape=(3, 5), dtype=np.float32):
+    return (np.random.default_rng(100 + rank).standard_normal(shape) * 10 ** (rank - 1)).astype(dtype)
+
+
+# ---- the workers (module level: spawned processes import them) -----------------------------------
+
+def _all_reduce(rank, world):
+    out = {}
+    for op in ("SUM", "AVG", "MAX", "MIN", "PRODUCT"):
+        for dt in (np.float32, np.float64, np.int64):
+            if op == "AVG" and dt == np.int64:
+                continue
+            t = tl.tensor(_data(rank, dtype=dt) if dt != np.int64 else np.arange(15).reshape(3, 5) * (rank + 1))
+            w = dist.all_reduce(t, op=getattr(dist.ReduceOp, op), async_op=(op == "MAX"))
+            if w is not None:
+                assert w.wait() and w.is_completed()
+            out[(op, np.dtype(dt).name)] = t.numpy().copy()
+    big = tl.tensor(np.full(300_000, float(rank + 1), np.float32))   # past the first segment size
+    dist.all_reduce(big)
+    out["big"] = float(big.numpy()[[0, -1]].sum())
+    return out
+
+
+def _movement(rank, world):
+    x = tl.tensor(_data(rank))
+    b = tl.tensor(_data(rank))
+    dist.broadcast(b, src=world - 1)
+    parts = [tl.zeros(3, 5) for _ in range(world)]
+    dist.all_gather(parts, x)
+    into = tl.zeros(3 * world, 5)
+    dist.all_gather_into_tensor(into, x)
+    rs_in = tl.tensor(np.arange(world * 4, dtype=np.float64) * (rank + 1))
+    rs_out = tl.zeros(4, dtype=tl.float64)
+    dist.reduce_scatter_tensor(rs_out, rs_in)
+    rsl_out = tl.zeros(2)
+    dist.reduce_scatter(rsl_out, [tl.tensor([float(rank), float(j)]) for j in range(world)], op=dist.ReduceOp.MAX)
+    dist.barrier()
+    return (b.numpy(), [p.numpy() for p in parts], into.numpy(), rs_out.numpy(), rsl_out.numpy(),
+            dist.get_rank(), dist.get_world_size(), dist.get_backend())
+
+
+def _p2p_and_groups(rank, world):
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    got = []
+    for k in range(3):   # a ring, three messages each way in order
+        dist.send(tl.tensor([float(rank), float(k)]), nxt)
+        t = tl.zeros(2)
+        dist.recv(t, prv)
+        got.append(t.tolist())
+    even = dist.new_group([r for r in range(world) if r % 2 == 0])
+    odd = dist.new_group([r for r in range(world) if r % 2 == 1])
+    mine = even if rank % 2 == 0 else odd
+    other = odd if rank % 2 == 0 else even
+    t = tl.tensor([float(rank)])
+    dist.all_reduce(t, group=mine)
+    info = (dist.get_rank(mine), dist.get_world_size(mine), dist.get_rank(other), other is dist.GroupMember.NON_GROUP_MEMBER,
+            dist.get_process_group_ranks(mine))
+    return got, t.item(), info
+
+
+def _sampler(rank, world):
+    from torchlean.utils.data import DistributedSampler
+    os.environ.pop("WORLD_SIZE")   # read from the process group, not the environment
+    return list(DistributedSampler(range(10), shuffle=False))
+
+
+def _late(rank, world):
+    t = tl.ones(3)
+    if rank == world - 1:
+        time.sleep(3.0)              # hangs past the others' timeout, never reaching the collective
+        return "skipped"
+    try:
+        dist.all_reduce(t)
+    except DistributedError as e:
+        return str(e)
+    return "no error"
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_all_reduce_matches_numpy_in_rank_order(world):
+    res = values(run(_all_reduce, world))
+    for key in res[0]:
+        if key == "big":
+            continue
+        op, dt = key
+        xs = [(_data(r, dtype=np.dtype(dt)) if dt != "int64" else np.arange(15).reshape(3, 5) * (r + 1))
+              for r in range(world)]
+        fn = {"SUM": np.add, "AVG": np.add, "MAX": np.maximum, "MIN": np.minimum, "PRODUCT": np.multiply}[op]
+        want = xs[0].copy()
+        for x in xs[1:]:
+            want = fn(want, x)
+        if op == "AVG":
+            want = (want / world).astype(dt)
+        for r in range(world):   # every rank the same bits, those of a rank-order reduction
+            np.testing.assert_array_equal(res[r][key], want, err_msg=f"{key} on rank {r}")
+    assert all(res[r]["big"] == 2 * world * (world + 1) / 2 for r in range(world))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_broadcast_gather_scatter_match_numpy(world):
+    res = values(run(_movement, world))
+    xs = [_data(r) for r in range(world)]
+    for r, (b, parts, into, rs, rsl, rank, size, backend) in enumerate(res):
+        np.testing.assert_array_equal(b, xs[world - 1])
+        for p, x in zip(parts, xs):
+            np.testing.assert_array_equal(p, x)
+        np.testing.assert_array_equal(into, np.concatenate(xs))
+        full = sum(np.arange(world * 4, dtype=np.float64) * (q + 1) for q in range(world))
+        np.testing.assert_array_equal(rs, full[r * 4:(r + 1) * 4])
+        np.testing.assert_array_equal(rsl, [world - 1.0, float(r)])
+        assert (rank, size, backend) == (r, world, "gloo")
+
+
+def test_point_to_point_and_subgroups():
+    world = 4
+    res = values(run(_p2p_and_groups, world))
+    for r, (got, reduced, info) in enumerate(res):
+        assert got == [[float((r - 1) % world), float(k)] for k in range(3)]
+        members = [q for q in range(world) if q % 2 == r % 2]
+        assert reduced == float(sum(members))
+        assert info == (members.index(r), 2, -1, True, members)
+
+
+def test_distributed_sampler_reads_the_process_group():
+    assert values(run(_sampler, 3)) == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]   # torch's, padded
+
+
+def test_a_collective_that_times_out_names_the_missing_rank():
+    res = values(run(_late, 3, timeout=2.0))
+    assert res[2] == "skipped"
+    for msg in res[:2]:
+        assert "all_reduce: timed out after 2.0 s" in msg and "rank(s) [2] did not arrive" in msg
+
+
+def test_store_counts_waits_and_times_out():
+    s = dist.TCPStore("127.0.0.1", 0, world_size=1, is_master=True, timeout=timedelta(seconds=5))
+    try:
+        c = dist.TCPStore("127.0.0.1", s.port, is_master=False, timeout=5)
+        s.set("a", b"1")
+        assert c.get("a") == b"1" and c.add("n", 5) == 5 and s.add("n", -2) == 3
+        assert c.check(["a", "n"]) and not c.check("b")
+        assert c.delete_key("a") and not c.check("a")
+        with pytest.raises(DistributedError, match="key 'b' was not set within 0.2 s"):
+            c.get("b", timeout=0.2)
+        c.close()
+    finally:
+        s.close()
+
+
+def test_calls_before_init_and_bad_arguments_raise():
+    assert not dist.is_initialized()
+    with pytest.raises(DistributedError, match="has not been initialized"):
+        dist.get_rank()
+    with pytest.raises(DistributedError, match="nccl backend is not available"):
+        dist.init_process_group("nccl", rank=0, world_size=1, init_method="tcp://127.0.0.1:1")
+    with pytest.raises(DistributedError, match="MASTER_ADDR"):
+        env = {k: os.environ.pop(k) for k in ("MASTER_ADDR",) if k in os.environ}
+        try:
+            dist.init_process_group("gloo", rank=0, world_size=1)
+        finally:
+            os.environ.update(env)
+    with pytest.raises(DistributedError, match="0 <= rank < world_size"):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=2, world_size=2)
+
+
+def test_single_process_group_over_tcp():
+    port = _free_port()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        t = tl.tensor([1.0, 2.0])
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        assert t.tolist() == [1.0, 2.0] and dist.get_world_size() == 1 and dist.is_initialized()
+        with pytest.raises(DistributedError, match="twice"):
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    finally:
+        dist.destroy_process_group()
+    assert not dist.is_initialized()

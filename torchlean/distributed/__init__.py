@@ -1,0 +1,431 @@
+"""``torchlean.distributed``: torch.distributed's process groups and collectives.
+
+A job is several processes (``torchlean launch``, torchrun's flags and environment), each calling
+:func:`init_process_group`; they meet in a :class:`TCPStore` served by rank 0 at
+``MASTER_ADDR:MASTER_PORT``. Backends:
+
+* ``"gloo"`` (the CPU backend): processes of one machine, CPU tensors, collectives through shared
+  memory (:mod:`torchlean.distributed.cpu` says why and how). Results are the same bits on every
+  rank: reductions run in rank order.
+* ``"nccl"``: not available in this version (DistributedError says so).
+
+    >>> import torchlean.distributed as dist
+    >>> dist.is_available(), dist.is_initialized()
+    (True, False)
+
+Collectives write their result into the tensor they are given, as torch's do; ``async_op=True``
+returns a completed :class:`Work`. A collective that does not complete within the group's timeout
+raises :class:`~torchlean.errors.DistributedError` naming it and the ranks that did not arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import timedelta
+from enum import Enum
+
+import numpy as np
+
+from ..errors import DistributedError
+from .store import DEFAULT_TIMEOUT, TCPStore, _seconds
+
+__all__ = ["init_process_group", "destroy_process_group", "is_available", "is_initialized", "is_gloo_available",
+           "is_nccl_available", "is_torchelastic_launched", "get_rank", "get_world_size", "get_backend", "barrier",
+           "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+           "reduce_scatter_tensor", "send", "recv", "new_group", "ReduceOp", "GroupMember", "Work", "TCPStore",
+           "ProcessGroup", "get_process_group_ranks", "get_global_rank", "get_group_rank", "Backend"]
+
+
+class ReduceOp(Enum):
+    """The reductions of :func:`all_reduce` and :func:`reduce_scatter` (``AVG``: the mean over ranks)."""
+    SUM = "sum"
+    AVG = "avg"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+
+
+class Backend(str):
+    """torch's ``Backend`` names: ``Backend.GLOO``, ``Backend.NCCL``."""
+    GLOO = "gloo"
+    NCCL = "nccl"
+
+
+_REDUCE = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
+           ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum}
+
+
+class ProcessGroup:
+    """A group of ranks (global ranks ``ranks``); this process is ``rank()`` in it."""
+
+    def __init__(self, impl, ranks):
+        self._impl = impl
+        self._ranks = list(ranks)
+
+    def rank(self) -> int:
+        return self._impl.rank
+
+    def size(self) -> int:
+        return self._impl.size
+
+    def name(self) -> str:
+        return self._impl.backend
+
+    def __repr__(self):
+        return f"ProcessGroup(backend={self._impl.backend!r}, ranks={self._ranks})"
+
+
+class GroupMember:
+    """``GroupMember.WORLD`` (the default group, once initialized) and ``NON_GROUP_MEMBER`` (what
+    :func:`new_group` returns to a process outside the new group)."""
+    WORLD = None
+    NON_GROUP_MEMBER = object()
+
+
+class Work:
+    """The handle an ``async_op=True`` collective returns; the collective has completed already."""
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+
+class _State:
+    world: ProcessGroup | None = None
+    store: TCPStore | None = None
+    rank = -1
+    groups: list = []
+    next_gid = 1
+    uid = ""
+    timeout = DEFAULT_TIMEOUT.total_seconds()
+
+
+_S = _State()
+
+
+# ---- setup ----------------------------------------------------------------------------------------
+
+def is_available() -> bool:
+    return True
+
+
+def is_gloo_available() -> bool:
+    return True
+
+
+def is_nccl_available() -> bool:
+    """False: the NCCL backend is not part of this version."""
+    return False
+
+
+def is_torchelastic_launched() -> bool:
+    """True in a process started by ``torchlean launch`` (or torchrun)."""
+    return os.environ.get("TORCHELASTIC_RUN_ID") is not None
+
+
+def is_initialized() -> bool:
+    return _S.world is not None
+
+
+def _env(name, who):
+    v = os.environ.get(name)
+    if v is None:
+        raise DistributedError(f"{who}: environment variable {name} expected, but not set (init_method env:// "
+                               f"reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, as torchrun sets them)")
+    return v
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None, device_id=None):
+    """Join the job's default process group (torch's signature).
+
+    ``init_method``: ``"env://"`` (the default: ``MASTER_ADDR``, ``MASTER_PORT``, and ``RANK`` and
+    ``WORLD_SIZE`` unless given) or ``"tcp://host:port"`` (with ``rank`` and ``world_size``); or pass a
+    ``store`` with ``rank`` and ``world_size``. ``timeout`` (a timedelta, 30 minutes by default)
+    bounds every collective of the group."""
+    if _S.world is not None:
+        raise DistributedError("init_process_group: trying to initialize the default process group twice")
+    name = "gloo" if backend is None else str(backend).lower()
+    if name in ("cpu:gloo,cuda:nccl", "cpu:gloo"):
+        name = "gloo"
+    if name == "nccl":
+        raise DistributedError("init_process_group: the nccl backend is not available in this version of "
+                               "torchlean; use backend='gloo' with CPU tensors")
+    if name not in ("gloo", "cpu"):
+        raise DistributedError(f"init_process_group: unknown backend {backend!r} (known: 'gloo')")
+    t = _seconds(timeout if timeout is not None else DEFAULT_TIMEOUT)
+    if store is None:
+        method = init_method or "env://"
+        if method.startswith("env://"):
+            host, port = _env("MASTER_ADDR", "init_process_group"), int(_env("MASTER_PORT", "init_process_group"))
+            rank = int(_env("RANK", "init_process_group")) if rank in (-1, None) else rank
+            world_size = int(_env("WORLD_SIZE", "init_process_group")) if world_size in (-1, None) else world_size
+        elif method.startswith("tcp://"):
+            hostport = method[len("tcp://"):].split("?")[0]
+            host, _, port = hostport.rpartition(":")
+            if not host or not port.isdigit():
+                raise DistributedError(f"init_process_group: init_method {method!r} is not tcp://host:port")
+            port = int(port)
+        else:
+            raise DistributedError(f"init_process_group: init_method {method!r} is not supported "
+                                   f"(env:// or tcp://host:port)")
+    if rank is None or world_size is None or int(world_size) < 1 or not 0 <= int(rank) < int(world_size):
+        raise DistributedError(f"init_process_group: rank {rank} and world_size {world_size} must satisfy "
+                               f"0 <= rank < world_size")
+    rank, world_size = int(rank), int(world_size)
+    if store is None:
+        store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=t)
+    if rank == 0:
+        store.set("__uid__", secrets.token_hex(4))
+    uid = store.get("__uid__", t).decode()
+    from .cpu import ShmGroup
+    _S.store, _S.rank, _S.uid, _S.timeout = store, rank, uid, t
+    _S.world = ProcessGroup(ShmGroup(store, uid, 0, range(world_size), rank, t), range(world_size))
+    _S.groups = [_S.world]
+    _S.next_gid = 1
+    GroupMember.WORLD = _S.world
+
+
+def _group(group, who) -> ProcessGroup:
+    if _S.world is None:
+        raise DistributedError(f"{who}: the default process group has not been initialized; call "
+                               f"init_process_group first")
+    if group is None:
+        return _S.world
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise DistributedError(f"{who}: this process is not a member of the group")
+    if not isinstance(group, ProcessGroup):
+        raise DistributedError(f"{who}: group must be a ProcessGroup from new_group, got {type(group).__name__}")
+    return group
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+              group_desc=None, device_id=None):
+    """A group of the given global ranks (all by default). Every process of the job calls it, in the
+    same order; a process outside ``ranks`` gets ``GroupMember.NON_GROUP_MEMBER``."""
+    world = _group(None, "new_group")
+    n = world.size()
+    ranks = list(range(n)) if ranks is None else sorted(int(r) for r in ranks)
+    if not ranks or len(set(ranks)) != len(ranks) or ranks[0] < 0 or ranks[-1] >= n:
+        raise DistributedError(f"new_group: ranks {ranks} must be distinct ranks of the world (size {n})")
+    gid = _S.next_gid
+    _S.next_gid += 1
+    if _S.rank not in ranks:
+        return GroupMember.NON_GROUP_MEMBER
+    from .cpu import ShmGroup
+    t = _S.timeout if timeout is None else _seconds(timeout)
+    g = ProcessGroup(ShmGroup(_S.store, _S.uid, gid, ranks, ranks.index(_S.rank), t), ranks)
+    _S.groups.append(g)
+    return g
+
+
+def destroy_process_group(group=None) -> None:
+    """Leave ``group`` (all groups and the job by default). The shared segments are freed once every
+    rank of the group reached this call (waiting up to the group's timeout)."""
+    if _S.world is None:
+        raise DistributedError("destroy_process_group: no process group is initialized")
+    groups = list(_S.groups) if group is None or group is _S.world else [_group(group, "destroy_process_group")]
+    for g in groups:
+        try:
+            g._impl.arrive("destroy_process_group")
+        except DistributedError:
+            pass  # a rank that left early: its segments are gone, ours go now
+        g._impl.close()
+        if g in _S.groups:
+            _S.groups.remove(g)
+    if group is None or group is _S.world:
+        _S.store.close()
+        _S.world = _S.store = None
+        _S.rank = -1
+        _S.groups = []
+        GroupMember.WORLD = None
+
+
+def get_rank(group=None) -> int:
+    """This process's rank in ``group`` (the world by default); -1 outside the group."""
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return -1
+    return _group(group, "get_rank").rank()
+
+
+def get_world_size(group=None) -> int:
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return -1
+    return _group(group, "get_world_size").size()
+
+
+def get_backend(group=None) -> str:
+    return _group(group, "get_backend").name()
+
+
+def get_process_group_ranks(group) -> list:
+    return list(_group(group, "get_process_group_ranks")._ranks)
+
+
+def get_global_rank(group, group_rank: int) -> int:
+    return _group(group, "get_global_rank")._ranks[group_rank]
+
+
+def get_group_rank(group, global_rank: int) -> int:
+    ranks = _group(group, "get_group_rank")._ranks
+    if global_rank not in ranks:
+        raise DistributedError(f"get_group_rank: global rank {global_rank} is not part of the group {ranks}")
+    return ranks.index(global_rank)
+
+
+# ---- collectives ----------------------------------------------------------------------------------
+
+def _array(t, who, what="tensor"):
+    from ..tensor import Tensor
+    if not isinstance(t, Tensor):
+        raise DistributedError(f"{who}: {what} must be a Tensor, got {type(t).__name__}")
+    v = t._value
+    if not isinstance(v, np.ndarray):
+        raise DistributedError(f"{who}: the gloo backend takes CPU tensors; {what} is on {t.device}")
+    return v
+
+
+def _store_into(t, value) -> None:
+    v = t._value
+    if not v.flags.c_contiguous:
+        raise DistributedError("collective: the result tensor must be contiguous")
+    v[...] = value
+    t._vc = getattr(t, "_vc", 0) + 1
+
+
+def _done(async_op):
+    return Work() if async_op else None
+
+
+def _reducer(op, who):
+    if isinstance(op, str):
+        op = ReduceOp[op.upper()]
+    if op not in _REDUCE:
+        raise DistributedError(f"{who}: unsupported reduce op {op!r}")
+    return op, _REDUCE[op]
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` over the group's ranks, in place on every rank (torch's semantics)."""
+    g = _group(group, "all_reduce")
+    v = _array(tensor, "all_reduce")
+    op, fn = _reducer(op, "all_reduce")
+    out = g._impl.all_reduce(np.ascontiguousarray(v), fn)
+    if op is ReduceOp.AVG:
+        out = (out / g.size()).astype(v.dtype) if v.dtype.kind == "f" else out // g.size()
+    _store_into(tensor, out)
+    return _done(async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False, group_src=None):
+    """``tensor`` of global rank ``src`` copied into ``tensor`` on every rank of the group."""
+    g = _group(group, "broadcast")
+    v = _array(tensor, "broadcast")
+    if group_src is not None:
+        src = g._ranks[group_src]
+    if src not in g._ranks:
+        raise DistributedError(f"broadcast: src rank {src} is not part of the group {g._ranks}")
+    buf = np.ascontiguousarray(v)
+    g._impl.broadcast(buf, g._ranks.index(src))
+    if buf is not v:
+        _store_into(tensor, buf)
+    else:
+        tensor._vc = getattr(tensor, "_vc", 0) + 1
+    return _done(async_op)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """Each rank's ``tensor`` into ``tensor_list[rank]`` on every rank."""
+    g = _group(group, "all_gather")
+    v = _array(tensor, "all_gather")
+    if len(tensor_list) != g.size():
+        raise DistributedError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a group of {g.size()}")
+    for t in tensor_list:
+        if tuple(_array(t, "all_gather", "tensor_list").shape) != tuple(v.shape):
+            raise DistributedError(f"all_gather: tensor_list entries must have the input's shape {tuple(v.shape)}")
+    for t, part in zip(tensor_list, g._impl.all_gather(np.ascontiguousarray(v))):
+        _store_into(t, part)
+    return _done(async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """Every rank's ``input_tensor`` concatenated along dim 0 (or stacked) into ``output_tensor``."""
+    g = _group(group, "all_gather_into_tensor")
+    v = _array(input_tensor, "all_gather_into_tensor", "input_tensor")
+    o = _array(output_tensor, "all_gather_into_tensor", "output_tensor")
+    if o.size != v.size * g.size():
+        raise DistributedError(f"all_gather_into_tensor: output has {o.size} elements, expected "
+                               f"{v.size} x {g.size()} ranks")
+    _store_into(output_tensor, np.concatenate([p.reshape(-1) for p in g._impl.all_gather(np.ascontiguousarray(v))])
+                .reshape(o.shape))
+    return _done(async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """Chunk ``rank`` of the reduction of every rank's ``input`` (``size`` equal chunks along dim 0)."""
+    g = _group(group, "reduce_scatter_tensor")
+    v = _array(input, "reduce_scatter_tensor", "input")
+    o = _array(output, "reduce_scatter_tensor", "output")
+    if v.size != o.size * g.size():
+        raise DistributedError(f"reduce_scatter_tensor: input has {v.size} elements, expected output's "
+                               f"{o.size} x {g.size()} ranks")
+    op, fn = _reducer(op, "reduce_scatter_tensor")
+    out = g._impl.reduce_scatter(np.ascontiguousarray(v).reshape(-1), fn)
+    if op is ReduceOp.AVG:
+        out = (out / g.size()).astype(v.dtype) if v.dtype.kind == "f" else out // g.size()
+    _store_into(output, out.reshape(o.shape))
+    return _done(async_op)
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """``input_list[rank]`` reduced over the ranks, into ``output``."""
+    g = _group(group, "reduce_scatter")
+    o = _array(output, "reduce_scatter", "output")
+    if len(input_list) != g.size():
+        raise DistributedError(f"reduce_scatter: input_list has {len(input_list)} tensors for a group of {g.size()}")
+    parts = [_array(t, "reduce_scatter", "input_list") for t in input_list]
+    if any(p.shape != o.shape for p in parts):
+        raise DistributedError(f"reduce_scatter: input_list entries must have the output's shape {tuple(o.shape)}")
+    op, fn = _reducer(op, "reduce_scatter")
+    out = g._impl.reduce_scatter(np.concatenate([p.reshape(-1) for p in parts]), fn)
+    if op is ReduceOp.AVG:
+        out = (out / g.size()).astype(o.dtype) if o.dtype.kind == "f" else out // g.size()
+    _store_into(output, out.reshape(o.shape))
+    return _done(async_op)
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    _group(group, "barrier")._impl.barrier()
+    return _done(async_op)
+
+
+def send(tensor, dst, group=None, tag=0, group_dst=None):
+    g = _group(group, "send")
+    v = _array(tensor, "send")
+    dst = g._ranks[group_dst] if group_dst is not None else dst
+    if dst not in g._ranks or dst == _S.rank:
+        raise DistributedError(f"send: invalid destination rank {dst} (group {g._ranks}, this rank {_S.rank})")
+    g._impl.send(v, g._ranks.index(dst))
+
+
+def recv(tensor, src=None, group=None, tag=0, group_src=None):
+    """Receive into ``tensor`` the next message from ``src``; returns ``src``."""
+    g = _group(group, "recv")
+    v = _array(tensor, "recv")
+    src = g._ranks[group_src] if group_src is not None else src
+    if src is None or src not in g._ranks or src == _S.rank:
+        raise DistributedError(f"recv: give the source rank (src={src!r}; group {g._ranks}, this rank {_S.rank})")
+    buf = np.empty_like(v)
+    g._impl.recv(buf, g._ranks.index(src))
+    _store_into(tensor, buf)
+    return src
+
+
+#: torch's default timeout of a process group.
+default_pg_timeout = timedelta(minutes=30)
