@@ -240,3 +240,88 @@ def test_single_process_group_over_tcp():
     finally:
         dist.destroy_process_group()
     assert not dist.is_initialized()
+
+
+# ---- the launcher ----------------------------------------------------------------------------------
+
+def _launch(tmp_path, script_text, *flags, timeout=90):
+    import subprocess
+    import sys
+    script = tmp_path / "job.py"
+    script.write_text(script_text)
+    return subprocess.run([sys.executable, "-m", "torchlean", "launch", *flags, "--master-port", str(_free_port()),
+                           str(script), str(tmp_path)], capture_output=True, text=True, timeout=timeout)
+
+
+def test_launch_sets_torchruns_environment_and_runs_a_torch_program(tmp_path):
+    r = _launch(tmp_path, """
+import os, sys, json
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(2) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "OMP_NUM_THREADS"]
+out = {k: os.environ.get(k) for k in keys}
+out["sum"] = t.tolist()
+out["launched"] = dist.is_torchelastic_launched()
+open(os.path.join(sys.argv[1], f"r{dist.get_rank()}.json"), "w").write(json.dumps(out))
+dist.destroy_process_group()
+""", "--nproc_per_node", "2")
+    assert r.returncode == 0, r.stderr
+    import json
+    for rank in (0, 1):
+        got = json.loads((tmp_path / f"r{rank}.json").read_text())
+        assert got == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+                       "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": got["OMP_NUM_THREADS"],
+                       "sum": [3.0, 3.0], "launched": True}
+        assert got["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS", "1")
+
+
+def test_worker_environment_of_a_second_machine():
+    from torchlean.distributed.launch import worker_env
+    env = worker_env({"PATH": "/bin"}, 1, 4, 2, 1, "10.0.0.1", 29400, "job7")
+    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "PATH")} == {
+        "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1",
+        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400", "TORCHELASTIC_RUN_ID": "job7", "OMP_NUM_THREADS": "1",
+        "PATH": "/bin"}
+
+
+def test_launch_stops_the_job_when_a_worker_dies(tmp_path):
+    t0 = time.monotonic()
+    r = _launch(tmp_path, """
+import os, sys, time
+if os.environ["RANK"] == "2":
+    time.sleep(0.5)
+    sys.exit(3)
+time.sleep(60)
+""", "--nproc-per-node", "4", "--grace", "2")
+    assert r.returncode == 3
+    assert time.monotonic() - t0 < 30
+    assert "worker rank 2 (local rank 2" in r.stderr and "exit code 3" in r.stderr and "3 other running" in r.stderr
+
+
+def test_launch_forwards_sigterm_to_the_workers(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "job.py"
+    script.write_text("""
+import os, signal, sys, time
+def bye(sig, frame):
+    open(os.path.join(sys.argv[1], "term" + os.environ["RANK"]), "w").write("x")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+open(os.path.join(sys.argv[1], "up" + os.environ["RANK"]), "w").write("x")
+time.sleep(60)
+""")
+    p = subprocess.Popen([sys.executable, "-m", "torchlean", "launch", "--nproc-per-node", "2", str(script),
+                          str(tmp_path)], stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 60
+    while not all((tmp_path / f"up{r}").exists() for r in (0, 1)):
+        assert time.monotonic() < end and p.poll() is None
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 128 + signal.SIGTERM
+    assert (tmp_path / "term0").exists() and (tmp_path / "term1").exists()

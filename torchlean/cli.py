@@ -315,6 +315,31 @@ def _run(args) -> int:
     return runner.run_script(args.script, args.args)
 
 
+# ---- launch -------------------------------------------------------------------------------------
+
+def _launch_args(p):
+    for flag, kw in (("--nproc-per-node", dict(type=_positive_int, default=1, help="workers on this machine")),
+                     ("--nnodes", dict(type=_positive_int, default=1, help="machines in the job")),
+                     ("--node-rank", dict(type=int, default=0, help="this machine's index in [0, nnodes)")),
+                     ("--master-addr", dict(default="127.0.0.1", help="the address of rank 0's machine")),
+                     ("--master-port", dict(type=int, default=29500, help="the port of the job's store"))):
+        alias = "--" + flag[2:].replace("-", "_")
+        p.add_argument(*([flag, alias] if alias != flag else [flag]), **kw)
+    p.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping")
+    p.add_argument("-m", "--module", action="store_true", help="run the script argument as a module (python -m)")
+    p.add_argument("--no-python", "--no_python", action="store_true",
+                   help="run the script argument as a program, without Python")
+    p.add_argument("script", help="the training script (run through `torchlean run`)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+
+
+def _launch(args) -> int:
+    from .distributed.launch import launch
+    return launch(args.script, args.args, nproc_per_node=args.nproc_per_node, nnodes=args.nnodes,
+                  node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
+                  module=args.module, no_python=args.no_python, grace=args.grace)
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 def _positive_int(s: str) -> int:
@@ -334,6 +359,7 @@ COMMANDS = {
     "train": (_train_args, _train, "train one of the example models"),
     "bench": (_bench_args, _bench, "run a benchmark suite (torchlean/bench/), timed against PyTorch when installed"),
     "run": (_run_args, _run, "run an unmodified PyTorch program with torchlean as torch"),
+    "launch": (_launch_args, _launch, "start the processes of a distributed job on this machine (torchrun's flags)"),
 }
 
 
