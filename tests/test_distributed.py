@@ -139,6 +139,78 @@ def _late(rank, world):
     return "no error"
 
 
+_GLOBAL_BATCH = 24
+
+
+def _mlp_data():
+    rng = np.random.default_rng(11)
+    return rng.standard_normal((_GLOBAL_BATCH, 20)).astype(np.float32), rng.integers(0, 5, _GLOBAL_BATCH)
+
+
+def _mlp_steps(model, opt, batches):
+    F = tl.nn.functional
+    for chunks in batches:           # each step: one or more micro-batches (x, y) accumulated
+        opt.zero_grad()
+        for x, y in chunks:
+            (F.cross_entropy(model(tl.tensor(x)), tl.tensor(y)) / len(chunks)).backward()
+        opt.step()
+
+
+def _ddp_train(rank, world):
+    from torchlean.models.mlp import MLP
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    tl.manual_seed(rank)                       # different weights per rank: the wrap broadcasts rank 0's
+    model = DDP(MLP(20, [32, 32], 5), bucket_cap_mb=0.001)    # several buckets
+    opt = tl.optim.Adam(model.parameters(), lr=0.01)
+    x, y = _mlp_data()
+    n = _GLOBAL_BATCH // world
+    xs, ys = x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
+    _mlp_steps(model, opt, [[(xs, ys)]] * 4)
+    h = n // 2                                  # gradient accumulation: the first half under no_sync
+    opt.zero_grad()
+    F = tl.nn.functional
+    with model.no_sync():
+        (F.cross_entropy(model(tl.tensor(xs[:h])), tl.tensor(ys[:h])) / 2).backward()
+    (F.cross_entropy(model(tl.tensor(xs[h:])), tl.tensor(ys[h:])) / 2).backward()
+    opt.step()
+    params = {k: v.numpy().copy() for k, v in model.module.state_dict().items()}
+    # a parameter the forward does not use
+    extra = tl.nn.Linear(3, 3)
+    holder = tl.nn.ModuleDict({"used": tl.nn.Linear(3, 1), "unused": extra})
+    DDP(holder)                                 # its hooks live on in the parameters
+    try:
+        holder["used"](tl.ones(2, 3)).sum().backward()
+        unused = "no error"
+    except DistributedError as e:
+        unused = str(e)
+    extra = tl.nn.Linear(3, 3)
+    holder = tl.nn.ModuleDict({"used": tl.nn.Linear(3, 1), "unused": extra})
+    lenient = DDP(holder, find_unused_parameters=True)
+    lenient.module["used"](tl.ones(2, 3)).sum().backward()
+    return params, unused, extra.weight.grad.tolist()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_ddp_training_equals_single_process_training_on_the_full_batch(world):
+    from torchlean.models.mlp import MLP
+    res = values(run(_ddp_train, world, timeout=60))
+    tl.manual_seed(0)
+    model = MLP(20, [32, 32], 5)
+    opt = tl.optim.Adam(model.parameters(), lr=0.01)
+    x, y = _mlp_data()
+    h = (_GLOBAL_BATCH // world) // 2
+    halves = [(np.concatenate([x[r * 2 * h + k * h:r * 2 * h + (k + 1) * h] for r in range(world)]),
+               np.concatenate([y[r * 2 * h + k * h:r * 2 * h + (k + 1) * h] for r in range(world)])) for k in (0, 1)]
+    _mlp_steps(model, opt, [[(x, y)]] * 4 + [halves])
+    want = {k: v.numpy() for k, v in model.state_dict().items()}
+    for r, (params, unused, extra_grad) in enumerate(res):
+        for k, v in want.items():
+            np.testing.assert_allclose(params[k], v, rtol=2e-5, atol=2e-6, err_msg=f"{k} on rank {r}")
+            np.testing.assert_array_equal(params[k], res[0][0][k])       # every rank the same bits
+        assert "did not receive a gradient in this backward: unused.weight, unused.bias" in unused
+        assert extra_grad == [[0.0] * 3] * 3
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -407,6 +407,34 @@ def test_split_backward_fills_zeros_once(monkeypatch):
     assert x.grad.tolist() == [[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]] * 2
 
 
+def test_post_accumulate_grad_hooks_run_once_per_backward_like_torch():
+    res = []
+    for lib in (tl, torch):
+        w = lib.tensor([1.0, -2.0], requires_grad=True)
+        seen = []
+        h = w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()))
+        ((w * 3).sum() + (w * w).sum()).backward()     # w reached twice in one graph: one call
+        (w * 2).sum().backward()
+        h.remove()
+        (w * 2).sum().backward()
+        res.append(seen)
+        with pytest.raises((AutogradError, RuntimeError)):
+            (w * 1).register_post_accumulate_grad_hook(lambda p: None)
+    assert res[0] == res[1] == [[5.0, -1.0], [7.0, 1.0]]
+
+
+def test_queue_callback_runs_after_every_gradient_is_in():
+    w = tl.tensor([1.0, 2.0], requires_grad=True)
+    v = tl.tensor([3.0], requires_grad=True)
+    order = []
+    w.register_post_accumulate_grad_hook(
+        lambda p: tl.autograd.queue_callback(lambda: order.append(("done", w.grad.tolist(), v.grad.tolist()))))
+    (w.sum() * v.sum()).backward()
+    assert order == [("done", [3.0, 3.0], [3.0])]
+    with pytest.raises(AutogradError, match="only valid while backward"):
+        tl.autograd.queue_callback(lambda: None)
+
+
 def test_backward_inputs_restricts_accumulation_like_torch():
     res = []
     for lib in (tl, torch):

@@ -359,6 +359,21 @@ class Tensor(Variable):
         hooks.append(on_array)
         return _HookHandle(hooks, on_array)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after a backward has accumulated this leaf's ``.grad`` (once per
+        backward); returns a handle whose ``remove()`` unregisters it."""
+        if self._tape is not None:
+            raise AutogradError("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be "
+                                "registered on non-leaf tensors")
+        if not self.requires_grad:
+            raise AutogradError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that "
+                                "doesn't require gradient")
+        hooks = getattr(self, "_post_hooks", None)
+        if hooks is None:
+            hooks = self._post_hooks = []
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every reachable leaf's ``.grad`` (PyTorch semantics)."""
         autograd.backward(self, gradient, retain_graph, create_graph, inputs)

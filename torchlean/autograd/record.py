@@ -41,7 +41,7 @@ class Variable:
                  # Set only when used (reading an unset one means its default): the in-place write count
                  # (0), the (tensor, index) a basic-index result was read from (None), the gradient hooks
                  # of a leaf ([]), and whether the value aliases another tensor's through ``.data`` (False).
-                 "_vc", "_base", "_hooks", "_untracked")
+                 "_vc", "_base", "_hooks", "_untracked", "_post_hooks")
 
     def __del__(self):
         # A recorded result nobody holds any more: its node keeps the value only if its backward
@@ -85,6 +85,7 @@ class _State(threading.local):
         self.inference = False
         self.tracer = None
         self.tapes = []                  # weak references to the tapes: an in-place write checks what they saved
+        self.callbacks = None            # during backward(): functions to call once it has finished
 
 
 _state = _State()
@@ -581,6 +582,20 @@ def _store_retained(tape, grads) -> None:
             x._grad = _acc(x._grad, grads[nid])
 
 
+def queue_callback(fn) -> None:
+    """Call ``fn()`` once the running :func:`backward` has accumulated every gradient (torch's
+    ``Variable._execution_engine.queue_callback``); only valid during a backward, from a hook."""
+    if _state.callbacks is None:
+        raise AutogradError("queue_callback: only valid while backward() runs (from a gradient hook)")
+    _state.callbacks.append(fn)
+
+
+def _post_accumulate(leaves) -> None:
+    for leaf in leaves:
+        for h in list(leaf._post_hooks):
+            h(leaf)
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
     """torch.autograd.backward: accumulate d(tensors)/d(leaf) into every reachable leaf's ``.grad``.
 
@@ -616,22 +631,35 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         return ids
 
     tape, grads = _sweep_from("backward", pairs, keep_of, create_graph, free=not retain_graph)
-    for o, seed in pairs:
-        if o._tape is None and (only is None or id(o) in only):  # a leaf output: d o / d o = seed
-            accumulate_grad(o, seed)
-    if tape is None:
-        return
-    for nid, leaf in tape.leaves:
-        g = grads.get(nid)
-        if g is not None and (only is None or id(leaf) in only):
-            accumulate_grad(leaf, g)
-    _store_retained(tape, grads)
-    if only is not None:
-        for x in inputs:
-            if x._tape is not None and resolve(x)[0] is tape and x._id in grads and x._id not in tape.retained:
-                x._grad = _acc(x._grad, grads[x._id])
-    if not retain_graph:
-        tape.release()
+    outer, _state.callbacks = _state.callbacks, []
+    try:
+        posted, seen = [], set()   # leaves with post-accumulate hooks, once each, in tape order
+        for o, seed in pairs:
+            if o._tape is None and (only is None or id(o) in only):  # a leaf output: d o / d o = seed
+                accumulate_grad(o, seed)
+                if getattr(o, "_post_hooks", None) and id(o) not in seen:
+                    seen.add(id(o))
+                    posted.append(o)
+        if tape is not None:
+            for nid, leaf in tape.leaves:
+                g = grads.get(nid)
+                if g is not None and (only is None or id(leaf) in only):
+                    accumulate_grad(leaf, g)
+                    if getattr(leaf, "_post_hooks", None) and id(leaf) not in seen:
+                        seen.add(id(leaf))
+                        posted.append(leaf)
+            _store_retained(tape, grads)
+            if only is not None:
+                for x in inputs:
+                    if x._tape is not None and resolve(x)[0] is tape and x._id in grads and x._id not in tape.retained:
+                        x._grad = _acc(x._grad, grads[x._id])
+        _post_accumulate(posted)
+        for fn in _state.callbacks:
+            fn()
+    finally:
+        _state.callbacks = outer
+        if tape is not None and not retain_graph:
+            tape.release()
 
 
 def _plus(a, b):

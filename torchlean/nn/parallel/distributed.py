@@ -1,0 +1,186 @@
+"""``DistributedDataParallel``: one model replica per process, gradients averaged across the group.
+
+At wrap time the parameters and buffers of rank 0 are broadcast to every rank. The parameters that
+require gradients are split into buckets (reverse registration order, the first bucket about 1 MiB
+and the others ``bucket_cap_mb``, one dtype per bucket). A backward accumulates each parameter's
+``.grad`` and then calls its post-accumulate hook: once every parameter of a bucket has its
+gradient, the bucket is averaged over the group (each gradient divided by the world size, then
+summed, as torch's default communication hook), buckets always in index order so that every rank
+issues the same collectives in the same order. At the end of the backward, a bucket still waiting
+means a parameter received no gradient on this rank: with ``find_unused_parameters=True`` it takes
+part with zeros, otherwise DistributedError names the parameters (torch raises at the next forward).
+Inside :meth:`no_sync` gradients accumulate locally; the first backward after it averages the
+accumulated sums. With ``broadcast_buffers`` every forward first copies rank 0's buffers (batch-norm
+running statistics) to all ranks.
+
+    torchlean launch --nproc-per-node 2 train.py    # model = DistributedDataParallel(model)
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ... import distributed as dist
+from ...autograd import no_grad, queue_callback
+from ...errors import DistributedError
+from ..module import Module
+
+__all__ = ["DistributedDataParallel"]
+
+_FIRST_BUCKET_BYTES = 1 << 20
+
+
+class DistributedDataParallel(Module):
+    """torch's ``DistributedDataParallel(module, device_ids=None, output_device=None, dim=0,
+    broadcast_buffers=True, process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
+    check_reduction=False, gradient_as_bucket_view=False, static_graph=False)`` (module docs).
+
+    ``device_ids`` / ``output_device``: None, or the one device of this process; ``dim``,
+    ``check_reduction``, ``gradient_as_bucket_view`` and ``static_graph`` have no effect here."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 init_sync=True, process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
+                 check_reduction=False, gradient_as_bucket_view=False, static_graph=False, **_unused):
+        super().__init__()
+        if not dist.is_initialized():
+            raise DistributedError("DistributedDataParallel: the default process group has not been initialized; "
+                                   "call torch.distributed.init_process_group first")
+        if device_ids is not None and len(device_ids) > 1:
+            raise DistributedError(f"DistributedDataParallel: device_ids={list(device_ids)}: one device per process "
+                                   f"(give this process's device only)")
+        self.module = module
+        self.process_group = process_group
+        self.broadcast_buffers = bool(broadcast_buffers)
+        self.find_unused_parameters = bool(find_unused_parameters)
+        self.bucket_cap_mb = 25 if bucket_cap_mb is None else float(bucket_cap_mb)
+        self.require_backward_grad_sync = True
+        self._world = dist.get_world_size(process_group)
+        self._params = [p for p in module.parameters() if p.requires_grad]
+        self._names = {id(p): n for n, p in module.named_parameters()}
+        self._buckets = self._bucketize()
+        self._bucket_of = {id(p): b for b, bucket in enumerate(self._buckets) for p in bucket}
+        self._ready: list = [set() for _ in self._buckets]
+        self._next = 0
+        self._armed = False
+        if init_sync:
+            self._broadcast([*module.parameters(), *module.buffers()])
+        self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self._params]
+
+    # -- buckets -------------------------------------------------------------------------------
+    def _bucketize(self):
+        cap = max(1, int(self.bucket_cap_mb * (1 << 20)))
+        buckets, cur, size, dtype = [], [], 0, None
+        for p in reversed(self._params):
+            nb = p._value.nbytes
+            limit = _FIRST_BUCKET_BYTES if not buckets else cap
+            if cur and (size + nb > limit or p._value.dtype != dtype):
+                buckets.append(cur)
+                cur, size = [], 0
+            cur.append(p)
+            size += nb
+            dtype = p._value.dtype
+        if cur:
+            buckets.append(cur)
+        return buckets
+
+    def _on_grad(self, p):
+        if not self.require_backward_grad_sync:
+            return
+        if not self._armed:
+            self._armed = True
+            queue_callback(self._finish)
+        b = self._bucket_of[id(p)]
+        self._ready[b].add(id(p))
+        self._launch_ready()
+
+    def _launch_ready(self):
+        while self._next < len(self._buckets) and len(self._ready[self._next]) == len(self._buckets[self._next]):
+            self._reduce(self._buckets[self._next])
+            self._next += 1
+
+    def _reduce(self, bucket):
+        grads = []
+        for p in bucket:
+            g = p.grad
+            grads.append(np.zeros(p._value.shape, p._value.dtype) if g is None else self._host(g, "gradient"))
+        flat = np.concatenate([g.reshape(-1) for g in grads]) / np.asarray(self._world, dtype=grads[0].dtype)
+        t = _wrap(flat)
+        dist.all_reduce(t, group=self.process_group)
+        flat, off = t._value, 0
+        with no_grad():
+            for p in bucket:
+                n = p._value.size
+                part = flat[off:off + n].reshape(p._value.shape)
+                off += n
+                if p.grad is None:
+                    p.grad = _wrap(part.copy())
+                else:
+                    p.grad._value[...] = part
+
+    def _finish(self):
+        self._armed = False
+        missing = [p for b in range(self._next, len(self._buckets)) for p in self._buckets[b]
+                   if id(p) not in self._ready[b]]
+        if missing and not self.find_unused_parameters:
+            self._reset()
+            order = {id(p): i for i, p in enumerate(self._params)}
+            names = ", ".join(self._names.get(id(p), "?") for p in sorted(missing, key=lambda p: order[id(p)]))
+            raise DistributedError(f"DistributedDataParallel: parameters that did not receive a gradient in this "
+                                   f"backward: {names}; pass find_unused_parameters=True when the forward "
+                                   f"does not use every parameter")
+        for b in range(self._next, len(self._buckets)):
+            self._reduce(self._buckets[b])
+        self._reset()
+
+    def _reset(self):
+        self._ready = [set() for _ in self._buckets]
+        self._next = 0
+
+    # -- broadcasts -------------------------------------------------------------------------------
+    def _host(self, t, what):
+        v = t._value
+        if not isinstance(v, np.ndarray):
+            raise DistributedError(f"DistributedDataParallel: the {what} of a parameter is on {t.device}; the gloo "
+                                   f"backend takes CPU tensors")
+        return v
+
+    def _broadcast(self, tensors):
+        by_dtype: dict = {}
+        for t in tensors:
+            by_dtype.setdefault(self._host(t, "value").dtype, []).append(t)
+        for dt in sorted(by_dtype, key=str):   # the same order on every rank
+            ts = by_dtype[dt]
+            flat = _wrap(np.concatenate([t._value.reshape(-1) for t in ts]))
+            dist.broadcast(flat, src=dist.get_global_rank(self.process_group, 0) if self.process_group else 0,
+                           group=self.process_group)
+            off = 0
+            with no_grad():
+                for t in ts:
+                    n = t._value.size
+                    t._value[...] = flat._value[off:off + n].reshape(t._value.shape)
+                    off += n
+
+    # -- the module -------------------------------------------------------------------------------
+    def forward(self, *inputs, **kwargs):
+        if self.broadcast_buffers and self._world > 1:
+            bufs = list(self.module.buffers())
+            if bufs:
+                self._broadcast(bufs)
+        return self.module(*inputs, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradients accumulate locally inside; the first backward after it averages them."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+
+def _wrap(a):
+    from ...tensor import Tensor
+    return Tensor(a)
