@@ -311,14 +311,19 @@ def _reducer(op, who):
     return op, _REDUCE[op]
 
 
+def _finish(out, op, n, dtype):
+    """A reduction's result; ``AVG`` divides the sum by the group size (integers: floor division)."""
+    if op is not ReduceOp.AVG:
+        return out
+    return (out / n).astype(dtype) if dtype.kind == "f" else out // n
+
+
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over the group's ranks, in place on every rank (torch's semantics)."""
     g = _group(group, "all_reduce")
     v = _array(tensor, "all_reduce")
     op, fn = _reducer(op, "all_reduce")
-    out = g._impl.all_reduce(np.ascontiguousarray(v), fn)
-    if op is ReduceOp.AVG:
-        out = (out / g.size()).astype(v.dtype) if v.dtype.kind == "f" else out // g.size()
+    out = _finish(g._impl.all_reduce(np.ascontiguousarray(v), fn), op, g.size(), v.dtype)
     _store_into(tensor, out)
     return _done(async_op)
 
@@ -376,9 +381,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         raise DistributedError(f"reduce_scatter_tensor: input has {v.size} elements, expected output's "
                                f"{o.size} x {g.size()} ranks")
     op, fn = _reducer(op, "reduce_scatter_tensor")
-    out = g._impl.reduce_scatter(np.ascontiguousarray(v).reshape(-1), fn)
-    if op is ReduceOp.AVG:
-        out = (out / g.size()).astype(v.dtype) if v.dtype.kind == "f" else out // g.size()
+    out = _finish(g._impl.reduce_scatter(np.ascontiguousarray(v).reshape(-1), fn), op, g.size(), v.dtype)
     _store_into(output, out.reshape(o.shape))
     return _done(async_op)
 
@@ -393,9 +396,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     if any(p.shape != o.shape for p in parts):
         raise DistributedError(f"reduce_scatter: input_list entries must have the output's shape {tuple(o.shape)}")
     op, fn = _reducer(op, "reduce_scatter")
-    out = g._impl.reduce_scatter(np.concatenate([p.reshape(-1) for p in parts]), fn)
-    if op is ReduceOp.AVG:
-        out = (out / g.size()).astype(o.dtype) if o.dtype.kind == "f" else out // g.size()
+    out = _finish(g._impl.reduce_scatter(np.concatenate([p.reshape(-1) for p in parts]), fn), op, g.size(), o.dtype)
     _store_into(output, out.reshape(o.shape))
     return _done(async_op)
 
