@@ -397,3 +397,37 @@ time.sleep(60)
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) == 128 + signal.SIGTERM
     assert (tmp_path / "term0").exists() and (tmp_path / "term1").exists()
+
+
+def test_workers_die_with_a_killed_launcher(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    if sys.platform != "linux":
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    script = tmp_path / "job.py"
+    script.write_text("""
+import os, sys, time
+open(os.path.join(sys.argv[1], "pid" + os.environ["RANK"]), "w").write(str(os.getpid()))
+time.sleep(60)
+""")
+    p = subprocess.Popen([sys.executable, "-m", "torchlean", "launch", "--nproc-per-node", "2", str(script),
+                          str(tmp_path)])
+    end = time.monotonic() + 60
+    while not all((tmp_path / f"pid{r}").exists() for r in (0, 1)):
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    time.sleep(0.2)
+    pids = [int((tmp_path / f"pid{r}").read_text()) for r in (0, 1)]
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+    end = time.monotonic() + 20
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                return "zombie" not in f.read().lower()
+        except FileNotFoundError:
+            return False
+    while any(alive(pid) for pid in pids):
+        assert time.monotonic() < end, "a worker outlived its killed launcher"
+        time.sleep(0.05)

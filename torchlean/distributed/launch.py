@@ -10,7 +10,8 @@ one launcher runs with its ``--node-rank``.
 
 It fails fast: when a worker exits with a non-zero code the others are stopped (SIGTERM, then SIGKILL
 after ``--grace`` seconds), a line names the rank that failed, and the launcher exits with that
-worker's code. SIGINT and SIGTERM sent to the launcher are forwarded to every worker.
+worker's code. SIGINT and SIGTERM sent to the launcher are forwarded to every worker; on Linux a
+launcher killed outright (SIGKILL) takes its workers with it (each gets SIGTERM).
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ def _command(script, args, module, no_python):
     return [sys.executable, "-m", "torchlean", "run", script, *args]
 
 
+def _die_with_the_launcher():
+    """In a worker before it runs: a SIGTERM when the launcher dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so that a killed launcher leaves no worker waiting for its job."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: nothing to ask for
+        pass
+
+
 def _stop(procs, grace):
     for p in procs:
         if p.poll() is None:
@@ -84,7 +95,8 @@ def launch(script, args=(), nproc_per_node=1, nnodes=1, node_rank=0, master_addr
     try:
         for local in range(nproc_per_node):
             env = worker_env(os.environ, local, nproc_per_node, nnodes, node_rank, master_addr, master_port, run_id)
-            procs.append(subprocess.Popen(cmd, env=env))
+            procs.append(subprocess.Popen(cmd, env=env,
+                                          preexec_fn=_die_with_the_launcher if sys.platform == "linux" else None))
         while True:
             if received:
                 _stop(procs, grace)
