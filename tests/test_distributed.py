@@ -211,6 +211,40 @@ def test_ddp_training_equals_single_process_training_on_the_full_batch(world):
         assert extra_grad == [[0.0] * 3] * 3
 
 
+def _checkpoint_save(rank, world):
+    """Train two steps on ``world`` ranks; rank 0 writes the checkpoint while the others wait."""
+    from torchlean.models.mlp import MLP
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    path = os.environ["CKPT"]
+    tl.manual_seed(0)
+    model = DDP(MLP(20, [16], 5))
+    opt = tl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = _mlp_data()
+    n = _GLOBAL_BATCH // world
+    _mlp_steps(model, opt, [[(x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n])]] * 2)
+    if rank == 0:
+        tl.save({"model": model.module.state_dict(), "opt": opt.state_dict()}, path)
+    dist.barrier()
+    return os.path.exists(path)
+
+
+def _checkpoint_resume(rank, world):
+    """Resume on another world size: every rank loads the file, two more steps."""
+    from torchlean.models.mlp import MLP
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    ck = tl.load(os.environ["CKPT"])
+    tl.manual_seed(123)
+    module = MLP(20, [16], 5)
+    module.load_state_dict(ck["model"])
+    model = DDP(module)
+    opt = tl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt.load_state_dict(ck["opt"])
+    x, y = _mlp_data()
+    n = _GLOBAL_BATCH // world
+    _mlp_steps(model, opt, [[(x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n])]] * 2)
+    return {k: v.numpy().copy() for k, v in module.state_dict().items()}
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -246,6 +280,21 @@ def test_broadcast_gather_scatter_match_numpy(world):
         np.testing.assert_array_equal(rs, full[r * 4:(r + 1) * 4])
         np.testing.assert_array_equal(rsl, [world - 1.0, float(r)])
         assert (rank, size, backend) == (r, world, "gloo")
+
+
+def test_a_checkpoint_written_by_rank_0_resumes_on_another_world_size(tmp_path, monkeypatch):
+    from torchlean.models.mlp import MLP
+    monkeypatch.setenv("CKPT", str(tmp_path / "ck.safetensors"))
+    assert values(run(_checkpoint_save, 2)) == [True, True]      # the barrier: rank 1 sees the file
+    res = values(run(_checkpoint_resume, 4))
+    tl.manual_seed(0)
+    model = MLP(20, [16], 5)
+    opt = tl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = _mlp_data()
+    _mlp_steps(model, opt, [[(x, y)]] * 4)                     # four full-batch steps in one process
+    for k, v in model.state_dict().items():
+        for r in range(4):
+            np.testing.assert_allclose(res[r][k], v.numpy(), rtol=2e-5, atol=2e-6, err_msg=f"{k} on rank {r}")
 
 
 def test_point_to_point_and_subgroups():
