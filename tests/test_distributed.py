@@ -98,8 +98,16 @@ def _movement(rank, world):
     rsl_out = tl.zeros(2)
     dist.reduce_scatter(rsl_out, [tl.tensor([float(rank), float(j)]) for j in range(world)], op=dist.ReduceOp.MAX)
     dist.barrier()
+    red = tl.tensor([float(rank + 1), -float(rank)])
+    dist.reduce(red, dst=1, op=dist.ReduceOp.MAX)
+    gl = [tl.zeros(3, 5) for _ in range(world)] if rank == 0 else None
+    dist.gather(x, gl, dst=0)
+    sc = tl.zeros(2)
+    dist.scatter(sc, [tl.tensor([float(j), 10.0 * j]) for j in range(world)] if rank == world - 1 else None,
+                 src=world - 1)
+    extra = (red.numpy(), None if gl is None else [p.numpy() for p in gl], sc.numpy())
     return (b.numpy(), [p.numpy() for p in parts], into.numpy(), rs_out.numpy(), rsl_out.numpy(),
-            dist.get_rank(), dist.get_world_size(), dist.get_backend())
+            dist.get_rank(), dist.get_world_size(), dist.get_backend(), extra)
 
 
 def _p2p_and_groups(rank, world):
@@ -271,7 +279,14 @@ def test_all_reduce_matches_numpy_in_rank_order(world):
 def test_broadcast_gather_scatter_match_numpy(world):
     res = values(run(_movement, world))
     xs = [_data(r) for r in range(world)]
-    for r, (b, parts, into, rs, rsl, rank, size, backend) in enumerate(res):
+    for r, (b, parts, into, rs, rsl, rank, size, backend, (red, gl, sc)) in enumerate(res):
+        np.testing.assert_array_equal(red, [float(world), 0.0] if r == 1 else [r + 1.0, -float(r)])
+        if r == 0:
+            for p, x in zip(gl, xs):
+                np.testing.assert_array_equal(p, x)
+        else:
+            assert gl is None
+        np.testing.assert_array_equal(sc, [float(r), 10.0 * r])
         np.testing.assert_array_equal(b, xs[world - 1])
         for p, x in zip(parts, xs):
             np.testing.assert_array_equal(p, x)

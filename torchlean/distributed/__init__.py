@@ -32,7 +32,8 @@ from .store import DEFAULT_TIMEOUT, TCPStore, _seconds
 
 __all__ = ["init_process_group", "destroy_process_group", "is_available", "is_initialized", "is_gloo_available",
            "is_nccl_available", "is_torchelastic_launched", "get_rank", "get_world_size", "get_backend", "barrier",
-           "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+           "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce", "gather",
+           "scatter",
            "reduce_scatter_tensor", "send", "recv", "new_group", "ReduceOp", "GroupMember", "Work", "TCPStore",
            "ProcessGroup", "get_process_group_ranks", "get_global_rank", "get_group_rank", "Backend"]
 
@@ -398,6 +399,62 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     op, fn = _reducer(op, "reduce_scatter")
     out = _finish(g._impl.reduce_scatter(np.concatenate([p.reshape(-1) for p in parts]), fn), op, g.size(), o.dtype)
     _store_into(output, out.reshape(o.shape))
+    return _done(async_op)
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
+    """The reduction over the group lands in ``tensor`` of global rank ``dst``; the others keep theirs."""
+    g = _group(group, "reduce")
+    v = _array(tensor, "reduce")
+    dst = g._ranks[group_dst] if group_dst is not None else dst
+    if dst not in g._ranks:
+        raise DistributedError(f"reduce: dst rank {dst} is not part of the group {g._ranks}")
+    op, fn = _reducer(op, "reduce")
+    out = _finish(g._impl.all_reduce(np.ascontiguousarray(v), fn), op, g.size(), v.dtype)
+    if _S.rank == dst:
+        _store_into(tensor, out)
+    return _done(async_op)
+
+
+def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_dst=None):
+    """Every rank's ``tensor`` into ``gather_list`` on global rank ``dst`` (None elsewhere)."""
+    g = _group(group, "gather")
+    v = _array(tensor, "gather")
+    dst = g._ranks[group_dst] if group_dst is not None else dst
+    if dst not in g._ranks:
+        raise DistributedError(f"gather: dst rank {dst} is not part of the group {g._ranks}")
+    if _S.rank == dst:
+        if gather_list is None or len(gather_list) != g.size():
+            raise DistributedError(f"gather: the destination needs a gather_list of {g.size()} tensors")
+        for t in gather_list:
+            if tuple(_array(t, "gather", "gather_list").shape) != tuple(v.shape):
+                raise DistributedError(f"gather: gather_list entries must have the input's shape {tuple(v.shape)}")
+    elif gather_list:
+        raise DistributedError("gather: gather_list is only given on the destination rank")
+    parts = g._impl.all_gather(np.ascontiguousarray(v))
+    if _S.rank == dst:
+        for t, part in zip(gather_list, parts):
+            _store_into(t, part)
+    return _done(async_op)
+
+
+def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_src=None):
+    """``scatter_list[r]`` of global rank ``src`` into ``tensor`` of group rank ``r``."""
+    g = _group(group, "scatter")
+    v = _array(tensor, "scatter")
+    src = g._ranks[group_src] if group_src is not None else src
+    if src not in g._ranks:
+        raise DistributedError(f"scatter: src rank {src} is not part of the group {g._ranks}")
+    parts = None
+    if _S.rank == src:
+        if scatter_list is None or len(scatter_list) != g.size():
+            raise DistributedError(f"scatter: the source needs a scatter_list of {g.size()} tensors")
+        parts = [np.ascontiguousarray(_array(t, "scatter", "scatter_list"), dtype=v.dtype) for t in scatter_list]
+        if any(p.shape != v.shape for p in parts):
+            raise DistributedError(f"scatter: scatter_list entries must have the output's shape {tuple(v.shape)}")
+    elif scatter_list:
+        raise DistributedError("scatter: scatter_list is only given on the source rank")
+    _store_into(tensor, g._impl.scatter(parts, g._ranks.index(src), np.ascontiguousarray(v)))
     return _done(async_op)
 
 

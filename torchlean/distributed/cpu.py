@@ -173,6 +173,16 @@ class ShmGroup:
             acc = v.copy() if acc is None else reduce(acc, v)
         return acc
 
+    def scatter(self, parts, src, like):
+        """Group rank ``src`` holds ``parts`` (one array like ``like`` per rank); each rank gets its own."""
+        s = self.seq
+        if self.rank == src:
+            self._write(s % 2, np.concatenate([p.reshape(-1) for p in parts]))
+        self.arrive("scatter")
+        n = like.size
+        full = self._read(src, s % 2, like.dtype, n * self.size, like.nbytes * self.size)
+        return full[self.rank * n:(self.rank + 1) * n].reshape(like.shape).copy()
+
     def barrier(self):
         self.arrive("barrier")
 
