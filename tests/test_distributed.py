@@ -352,8 +352,9 @@ def test_calls_before_init_and_bad_arguments_raise():
     assert not dist.is_initialized()
     with pytest.raises(DistributedError, match="has not been initialized"):
         dist.get_rank()
-    with pytest.raises(DistributedError, match="nccl backend is not available"):
-        dist.init_process_group("nccl", rank=0, world_size=1, init_method="tcp://127.0.0.1:1")
+    if not dist.is_nccl_available():
+        with pytest.raises(DistributedError, match="nccl backend needs CuPy"):
+            dist.init_process_group("nccl", rank=0, world_size=1, init_method="tcp://127.0.0.1:1")
     with pytest.raises(DistributedError, match="MASTER_ADDR"):
         env = {k: os.environ.pop(k) for k in ("MASTER_ADDR",) if k in os.environ}
         try:
@@ -495,3 +496,51 @@ time.sleep(60)
     while any(alive(pid) for pid in pids):
         assert time.monotonic() < end, "a worker outlived its killed launcher"
         time.sleep(0.05)
+
+
+# ---- NCCL with one process (the multi-GPU runs need a machine with several GPUs) --------------------
+
+@pytest.mark.cuda
+def test_nccl_collectives_and_ddp_with_world_size_one():
+    assert dist.is_nccl_available()
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        assert dist.get_backend() == "nccl"
+        x = tl.tensor(_data(0), device="cuda")
+        t = x.clone()
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        np.testing.assert_array_equal(t.cpu().numpy(), _data(0))
+        dist.broadcast(t, src=0)
+        parts = [tl.zeros(3, 5, device="cuda")]
+        dist.all_gather(parts, x)
+        into = tl.zeros(3, 5, device="cuda")
+        dist.all_gather_into_tensor(into, x)
+        rs = tl.zeros(3, 5, device="cuda")
+        dist.reduce_scatter_tensor(rs, x, op=dist.ReduceOp.MAX)
+        sc = tl.zeros(3, 5, device="cuda")
+        dist.scatter(sc, [x], src=0)
+        dist.barrier()
+        for got in (parts[0], into, rs, sc):
+            np.testing.assert_array_equal(got.cpu().numpy(), _data(0))
+        with pytest.raises(DistributedError, match="nccl backend takes CUDA tensors"):
+            dist.all_reduce(tl.ones(2))
+        # DDP on one GPU: the same steps as the module alone
+        from torchlean.models.mlp import MLP
+        from torchlean.nn.parallel import DistributedDataParallel as DDP
+        xs, ys = _mlp_data()
+        out = []
+        for wrap in (False, True):
+            tl.manual_seed(0)
+            m = MLP(20, [32], 5).to("cuda")
+            model = DDP(m) if wrap else m
+            opt = tl.optim.Adam(model.parameters(), lr=0.01)
+            F = tl.nn.functional
+            for _ in range(3):
+                opt.zero_grad()
+                F.cross_entropy(model(tl.tensor(xs, device="cuda")), tl.tensor(ys, device="cuda")).backward()
+                opt.step()
+            out.append({k: v.cpu().numpy() for k, v in m.state_dict().items()})
+        for k in out[0]:
+            np.testing.assert_array_equal(out[1][k], out[0][k])
+    finally:
+        dist.destroy_process_group()

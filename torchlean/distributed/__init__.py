@@ -7,7 +7,8 @@ A job is several processes (``torchlean launch``, torchrun's flags and environme
 * ``"gloo"`` (the CPU backend): processes of one machine, CPU tensors, collectives through shared
   memory (:mod:`torchlean.distributed.cpu` says why and how). Results are the same bits on every
   rank: reductions run in rank order.
-* ``"nccl"``: not available in this version (DistributedError says so).
+* ``"nccl"``: CUDA tensors, one GPU per process, NCCL through CuPy (:mod:`torchlean.distributed.nccl`).
+  A collective that never completes is not timed out yet.
 
     >>> import torchlean.distributed as dist
     >>> dist.is_available(), dist.is_initialized()
@@ -53,8 +54,6 @@ class Backend(str):
     NCCL = "nccl"
 
 
-_REDUCE = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
-           ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum}
 
 
 class ProcessGroup:
@@ -104,6 +103,7 @@ class _State:
     groups: list = []
     next_gid = 1
     uid = ""
+    backend = "gloo"
     timeout = DEFAULT_TIMEOUT.total_seconds()
 
 
@@ -121,8 +121,9 @@ def is_gloo_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    """False: the NCCL backend is not part of this version."""
-    return False
+    """True when CuPy with NCCL and a GPU are there."""
+    from .nccl import available
+    return available()
 
 
 def is_torchelastic_launched() -> bool:
@@ -155,11 +156,11 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     name = "gloo" if backend is None else str(backend).lower()
     if name in ("cpu:gloo,cuda:nccl", "cpu:gloo"):
         name = "gloo"
+    if name not in ("gloo", "cpu", "nccl"):
+        raise DistributedError(f"init_process_group: unknown backend {backend!r} (known: 'gloo', 'nccl')")
     if name == "nccl":
-        raise DistributedError("init_process_group: the nccl backend is not available in this version of "
-                               "torchlean; use backend='gloo' with CPU tensors")
-    if name not in ("gloo", "cpu"):
-        raise DistributedError(f"init_process_group: unknown backend {backend!r} (known: 'gloo')")
+        from .nccl import _nccl
+        _nccl()   # a clear error before any rendezvous when CuPy or NCCL is missing
     t = _seconds(timeout if timeout is not None else DEFAULT_TIMEOUT)
     if store is None:
         method = init_method or "env://"
@@ -185,12 +186,20 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if rank == 0:
         store.set("__uid__", secrets.token_hex(4))
     uid = store.get("__uid__", t).decode()
-    from .cpu import ShmGroup
     _S.store, _S.rank, _S.uid, _S.timeout = store, rank, uid, t
-    _S.world = ProcessGroup(ShmGroup(store, uid, 0, range(world_size), rank, t), range(world_size))
+    _S.backend = "nccl" if name == "nccl" else "gloo"
+    _S.world = ProcessGroup(_impl(_S.backend)(store, uid, 0, range(world_size), rank, t), range(world_size))
     _S.groups = [_S.world]
     _S.next_gid = 1
     GroupMember.WORLD = _S.world
+
+
+def _impl(backend):
+    if backend == "nccl":
+        from .nccl import NcclGroup
+        return NcclGroup
+    from .cpu import ShmGroup
+    return ShmGroup
 
 
 def _group(group, who) -> ProcessGroup:
@@ -219,9 +228,8 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
     _S.next_gid += 1
     if _S.rank not in ranks:
         return GroupMember.NON_GROUP_MEMBER
-    from .cpu import ShmGroup
     t = _S.timeout if timeout is None else _seconds(timeout)
-    g = ProcessGroup(ShmGroup(_S.store, _S.uid, gid, ranks, ranks.index(_S.rank), t), ranks)
+    g = ProcessGroup(_impl(_S.backend)(_S.store, _S.uid, gid, ranks, ranks.index(_S.rank), t), ranks)
     _S.groups.append(g)
     return g
 
@@ -282,19 +290,33 @@ def get_group_rank(group, global_rank: int) -> int:
 
 # ---- collectives ----------------------------------------------------------------------------------
 
-def _array(t, who, what="tensor"):
+def _array(t, who, what="tensor", g=None):
+    """``t``'s array, on the device of ``g``'s backend (gloo: the CPU, nccl: the GPU)."""
     from ..tensor import Tensor
     if not isinstance(t, Tensor):
         raise DistributedError(f"{who}: {what} must be a Tensor, got {type(t).__name__}")
     v = t._value
-    if not isinstance(v, np.ndarray):
-        raise DistributedError(f"{who}: the gloo backend takes CPU tensors; {what} is on {t.device}")
+    backend = (g or _S.world)._impl.backend if (g or _S.world) is not None else "gloo"
+    if (backend == "nccl") == isinstance(v, np.ndarray):
+        where = "CUDA tensors" if backend == "nccl" else "CPU tensors"
+        raise DistributedError(f"{who}: the {backend} backend takes {where}; {what} is on {t.device}")
     return v
+
+
+def _xp(v):
+    if isinstance(v, np.ndarray):
+        return np
+    import cupy
+    return cupy
+
+
+def _contig(v):
+    return _xp(v).ascontiguousarray(v)
 
 
 def _store_into(t, value) -> None:
     v = t._value
-    if not v.flags.c_contiguous:
+    if not v.flags.c_contiguous:  # (NumPy and CuPy arrays alike)
         raise DistributedError("collective: the result tensor must be contiguous")
     v[...] = value
     t._vc = getattr(t, "_vc", 0) + 1
@@ -304,12 +326,12 @@ def _done(async_op):
     return Work() if async_op else None
 
 
-def _reducer(op, who):
+def _reducer(op, who) -> ReduceOp:
     if isinstance(op, str):
         op = ReduceOp[op.upper()]
-    if op not in _REDUCE:
+    if not isinstance(op, ReduceOp):
         raise DistributedError(f"{who}: unsupported reduce op {op!r}")
-    return op, _REDUCE[op]
+    return op
 
 
 def _finish(out, op, n, dtype):
@@ -322,9 +344,9 @@ def _finish(out, op, n, dtype):
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over the group's ranks, in place on every rank (torch's semantics)."""
     g = _group(group, "all_reduce")
-    v = _array(tensor, "all_reduce")
-    op, fn = _reducer(op, "all_reduce")
-    out = _finish(g._impl.all_reduce(np.ascontiguousarray(v), fn), op, g.size(), v.dtype)
+    v = _array(tensor, "all_reduce", g=g)
+    op = _reducer(op, "all_reduce")
+    out = _finish(g._impl.all_reduce(_contig(v), op.value), op, g.size(), v.dtype)
     _store_into(tensor, out)
     return _done(async_op)
 
@@ -332,12 +354,12 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 def broadcast(tensor, src, group=None, async_op=False, group_src=None):
     """``tensor`` of global rank ``src`` copied into ``tensor`` on every rank of the group."""
     g = _group(group, "broadcast")
-    v = _array(tensor, "broadcast")
+    v = _array(tensor, "broadcast", g=g)
     if group_src is not None:
         src = g._ranks[group_src]
     if src not in g._ranks:
         raise DistributedError(f"broadcast: src rank {src} is not part of the group {g._ranks}")
-    buf = np.ascontiguousarray(v)
+    buf = _contig(v)
     g._impl.broadcast(buf, g._ranks.index(src))
     if buf is not v:
         _store_into(tensor, buf)
@@ -349,13 +371,13 @@ def broadcast(tensor, src, group=None, async_op=False, group_src=None):
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """Each rank's ``tensor`` into ``tensor_list[rank]`` on every rank."""
     g = _group(group, "all_gather")
-    v = _array(tensor, "all_gather")
+    v = _array(tensor, "all_gather", g=g)
     if len(tensor_list) != g.size():
         raise DistributedError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a group of {g.size()}")
     for t in tensor_list:
-        if tuple(_array(t, "all_gather", "tensor_list").shape) != tuple(v.shape):
+        if tuple(_array(t, "all_gather", "tensor_list", g=g).shape) != tuple(v.shape):
             raise DistributedError(f"all_gather: tensor_list entries must have the input's shape {tuple(v.shape)}")
-    for t, part in zip(tensor_list, g._impl.all_gather(np.ascontiguousarray(v))):
+    for t, part in zip(tensor_list, g._impl.all_gather(_contig(v))):
         _store_into(t, part)
     return _done(async_op)
 
@@ -363,12 +385,12 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     """Every rank's ``input_tensor`` concatenated along dim 0 (or stacked) into ``output_tensor``."""
     g = _group(group, "all_gather_into_tensor")
-    v = _array(input_tensor, "all_gather_into_tensor", "input_tensor")
-    o = _array(output_tensor, "all_gather_into_tensor", "output_tensor")
+    v = _array(input_tensor, "all_gather_into_tensor", "input_tensor", g=g)
+    o = _array(output_tensor, "all_gather_into_tensor", "output_tensor", g=g)
     if o.size != v.size * g.size():
         raise DistributedError(f"all_gather_into_tensor: output has {o.size} elements, expected "
                                f"{v.size} x {g.size()} ranks")
-    _store_into(output_tensor, np.concatenate([p.reshape(-1) for p in g._impl.all_gather(np.ascontiguousarray(v))])
+    _store_into(output_tensor, _xp(v).concatenate([p.reshape(-1) for p in g._impl.all_gather(_contig(v))])
                 .reshape(o.shape))
     return _done(async_op)
 
@@ -376,13 +398,13 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     """Chunk ``rank`` of the reduction of every rank's ``input`` (``size`` equal chunks along dim 0)."""
     g = _group(group, "reduce_scatter_tensor")
-    v = _array(input, "reduce_scatter_tensor", "input")
-    o = _array(output, "reduce_scatter_tensor", "output")
+    v = _array(input, "reduce_scatter_tensor", "input", g=g)
+    o = _array(output, "reduce_scatter_tensor", "output", g=g)
     if v.size != o.size * g.size():
         raise DistributedError(f"reduce_scatter_tensor: input has {v.size} elements, expected output's "
                                f"{o.size} x {g.size()} ranks")
-    op, fn = _reducer(op, "reduce_scatter_tensor")
-    out = _finish(g._impl.reduce_scatter(np.ascontiguousarray(v).reshape(-1), fn), op, g.size(), v.dtype)
+    op = _reducer(op, "reduce_scatter_tensor")
+    out = _finish(g._impl.reduce_scatter(_contig(v).reshape(-1), op.value), op, g.size(), v.dtype)
     _store_into(output, out.reshape(o.shape))
     return _done(async_op)
 
@@ -390,14 +412,15 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
     """``input_list[rank]`` reduced over the ranks, into ``output``."""
     g = _group(group, "reduce_scatter")
-    o = _array(output, "reduce_scatter", "output")
+    o = _array(output, "reduce_scatter", "output", g=g)
     if len(input_list) != g.size():
         raise DistributedError(f"reduce_scatter: input_list has {len(input_list)} tensors for a group of {g.size()}")
-    parts = [_array(t, "reduce_scatter", "input_list") for t in input_list]
+    parts = [_array(t, "reduce_scatter", "input_list", g=g) for t in input_list]
     if any(p.shape != o.shape for p in parts):
         raise DistributedError(f"reduce_scatter: input_list entries must have the output's shape {tuple(o.shape)}")
-    op, fn = _reducer(op, "reduce_scatter")
-    out = _finish(g._impl.reduce_scatter(np.concatenate([p.reshape(-1) for p in parts]), fn), op, g.size(), o.dtype)
+    op = _reducer(op, "reduce_scatter")
+    out = _finish(g._impl.reduce_scatter(_xp(o).concatenate([p.reshape(-1) for p in parts]), op.value), op, g.size(),
+                  o.dtype)
     _store_into(output, out.reshape(o.shape))
     return _done(async_op)
 
@@ -405,12 +428,12 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
     """The reduction over the group lands in ``tensor`` of global rank ``dst``; the others keep theirs."""
     g = _group(group, "reduce")
-    v = _array(tensor, "reduce")
+    v = _array(tensor, "reduce", g=g)
     dst = g._ranks[group_dst] if group_dst is not None else dst
     if dst not in g._ranks:
         raise DistributedError(f"reduce: dst rank {dst} is not part of the group {g._ranks}")
-    op, fn = _reducer(op, "reduce")
-    out = _finish(g._impl.all_reduce(np.ascontiguousarray(v), fn), op, g.size(), v.dtype)
+    op = _reducer(op, "reduce")
+    out = _finish(g._impl.all_reduce(_contig(v), op.value), op, g.size(), v.dtype)
     if _S.rank == dst:
         _store_into(tensor, out)
     return _done(async_op)
@@ -419,7 +442,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, group_dst=N
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_dst=None):
     """Every rank's ``tensor`` into ``gather_list`` on global rank ``dst`` (None elsewhere)."""
     g = _group(group, "gather")
-    v = _array(tensor, "gather")
+    v = _array(tensor, "gather", g=g)
     dst = g._ranks[group_dst] if group_dst is not None else dst
     if dst not in g._ranks:
         raise DistributedError(f"gather: dst rank {dst} is not part of the group {g._ranks}")
@@ -427,11 +450,11 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
         if gather_list is None or len(gather_list) != g.size():
             raise DistributedError(f"gather: the destination needs a gather_list of {g.size()} tensors")
         for t in gather_list:
-            if tuple(_array(t, "gather", "gather_list").shape) != tuple(v.shape):
+            if tuple(_array(t, "gather", "gather_list", g=g).shape) != tuple(v.shape):
                 raise DistributedError(f"gather: gather_list entries must have the input's shape {tuple(v.shape)}")
     elif gather_list:
         raise DistributedError("gather: gather_list is only given on the destination rank")
-    parts = g._impl.all_gather(np.ascontiguousarray(v))
+    parts = g._impl.all_gather(_contig(v))
     if _S.rank == dst:
         for t, part in zip(gather_list, parts):
             _store_into(t, part)
@@ -441,7 +464,7 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_src=None):
     """``scatter_list[r]`` of global rank ``src`` into ``tensor`` of group rank ``r``."""
     g = _group(group, "scatter")
-    v = _array(tensor, "scatter")
+    v = _array(tensor, "scatter", g=g)
     src = g._ranks[group_src] if group_src is not None else src
     if src not in g._ranks:
         raise DistributedError(f"scatter: src rank {src} is not part of the group {g._ranks}")
@@ -449,12 +472,13 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_
     if _S.rank == src:
         if scatter_list is None or len(scatter_list) != g.size():
             raise DistributedError(f"scatter: the source needs a scatter_list of {g.size()} tensors")
-        parts = [np.ascontiguousarray(_array(t, "scatter", "scatter_list"), dtype=v.dtype) for t in scatter_list]
+        parts = [_xp(v).ascontiguousarray(_array(t, "scatter", "scatter_list", g=g), dtype=v.dtype)
+                 for t in scatter_list]
         if any(p.shape != v.shape for p in parts):
             raise DistributedError(f"scatter: scatter_list entries must have the output's shape {tuple(v.shape)}")
     elif scatter_list:
         raise DistributedError("scatter: scatter_list is only given on the source rank")
-    _store_into(tensor, g._impl.scatter(parts, g._ranks.index(src), np.ascontiguousarray(v)))
+    _store_into(tensor, g._impl.scatter(parts, g._ranks.index(src), _contig(v)))
     return _done(async_op)
 
 
@@ -465,7 +489,7 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 def send(tensor, dst, group=None, tag=0, group_dst=None):
     g = _group(group, "send")
-    v = _array(tensor, "send")
+    v = _array(tensor, "send", g=g)
     dst = g._ranks[group_dst] if group_dst is not None else dst
     if dst not in g._ranks or dst == _S.rank:
         raise DistributedError(f"send: invalid destination rank {dst} (group {g._ranks}, this rank {_S.rank})")
@@ -475,11 +499,11 @@ def send(tensor, dst, group=None, tag=0, group_dst=None):
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
     """Receive into ``tensor`` the next message from ``src``; returns ``src``."""
     g = _group(group, "recv")
-    v = _array(tensor, "recv")
+    v = _array(tensor, "recv", g=g)
     src = g._ranks[group_src] if group_src is not None else src
     if src is None or src not in g._ranks or src == _S.rank:
         raise DistributedError(f"recv: give the source rank (src={src!r}; group {g._ranks}, this rank {_S.rank})")
-    buf = np.empty_like(v)
+    buf = _xp(v).empty_like(v)
     g._impl.recv(buf, g._ranks.index(src))
     _store_into(tensor, buf)
     return src

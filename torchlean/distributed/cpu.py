@@ -30,6 +30,9 @@ import numpy as np
 from ..errors import DistributedError
 
 _MIN_SEGMENT = 1 << 16
+#: reduce op name (``ReduceOp.value``) -> the NumPy function applied in rank order; AVG's division
+#: comes after (torchlean.distributed._finish).
+_REDUCE = {"sum": np.add, "avg": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
 class _Mapped:
@@ -135,7 +138,8 @@ class ShmGroup:
         return np.frombuffer(seg.buf, dtype=dtype, count=count)
 
     # -- collectives on NumPy arrays (results in place) -------------------------------------
-    def all_reduce(self, arr, reduce):
+    def all_reduce(self, arr, op):
+        reduce = _REDUCE[op]
         s = self.seq
         self._write(s % 2, arr)
         self.arrive("all_reduce")
@@ -161,8 +165,9 @@ class ShmGroup:
         return [self._read(r, s % 2, arr.dtype, arr.size, arr.nbytes).reshape(arr.shape).copy()
                 for r in range(self.size)]
 
-    def reduce_scatter(self, arr, reduce):
+    def reduce_scatter(self, arr, op):
         """Chunk ``rank`` (along axis 0, ``size`` equal chunks) of the reduction of every rank's ``arr``."""
+        reduce = _REDUCE[op]
         s = self.seq
         self._write(s % 2, arr)
         self.arrive("reduce_scatter")

@@ -102,10 +102,11 @@ class DistributedDataParallel(Module):
 
     def _reduce(self, bucket):
         grads = []
+        xp = _xp(bucket[0]._value)
         for p in bucket:
             g = p.grad
-            grads.append(np.zeros(p._value.shape, p._value.dtype) if g is None else self._host(g, "gradient"))
-        flat = np.concatenate([g.reshape(-1) for g in grads]) / np.asarray(self._world, dtype=grads[0].dtype)
+            grads.append(xp.zeros(p._value.shape, p._value.dtype) if g is None else self._host(g, "gradient"))
+        flat = xp.concatenate([g.reshape(-1) for g in grads]) / xp.asarray(self._world, dtype=grads[0].dtype)
         t = _wrap(flat)
         dist.all_reduce(t, group=self.process_group)
         flat, off = t._value, 0
@@ -140,10 +141,13 @@ class DistributedDataParallel(Module):
 
     # -- broadcasts -------------------------------------------------------------------------------
     def _host(self, t, what):
+        """``t``'s array, on the device the process group's backend takes."""
         v = t._value
-        if not isinstance(v, np.ndarray):
-            raise DistributedError(f"DistributedDataParallel: the {what} of a parameter is on {t.device}; the gloo "
-                                   f"backend takes CPU tensors")
+        backend = dist.get_backend(self.process_group)
+        if (backend == "nccl") == isinstance(v, np.ndarray):
+            where = "CUDA tensors: move the module to the GPU first" if backend == "nccl" else "CPU tensors"
+            raise DistributedError(f"DistributedDataParallel: the {what} of a parameter is on {t.device}; the "
+                                   f"{backend} backend takes {where}")
         return v
 
     def _broadcast(self, tensors):
@@ -152,7 +156,7 @@ class DistributedDataParallel(Module):
             by_dtype.setdefault(self._host(t, "value").dtype, []).append(t)
         for dt in sorted(by_dtype, key=str):   # the same order on every rank
             ts = by_dtype[dt]
-            flat = _wrap(np.concatenate([t._value.reshape(-1) for t in ts]))
+            flat = _wrap(_xp(ts[0]._value).concatenate([t._value.reshape(-1) for t in ts]))
             dist.broadcast(flat, src=dist.get_global_rank(self.process_group, 0) if self.process_group else 0,
                            group=self.process_group)
             off = 0
@@ -179,6 +183,13 @@ class DistributedDataParallel(Module):
             yield
         finally:
             self.require_backward_grad_sync = old
+
+
+def _xp(v):
+    if isinstance(v, np.ndarray):
+        return np
+    import cupy
+    return cupy
 
 
 def _wrap(a):
