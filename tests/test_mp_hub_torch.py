@@ -41,7 +41,7 @@ class WithSetstate:
 # ---- functions the child processes run -------------------------------------------------------
 
 def _add_rank(i, t, q, items=None):
-    t.add_(float(i + 1))
+    t[2 * i:2 * i + 2] += float(i + 1)    # each child its own half: no two read-modify-writes race
     q.put(i)
     if items is not None and i == 0:      # tensors sent back (copies of their values)
         q.put([x.detach() * 2 for x in items] + [items[0].requires_grad, items[1].dtype.name, type(items[2]).__name__])
@@ -118,7 +118,7 @@ def test_spawned_children_write_into_shared_memory_and_send_tensors_back():
     q = mp.get_context("spawn").SimpleQueue()
     items = [tl.tensor([1.0, 2.0], requires_grad=True), tl.tensor([1, 2], dtype=tl.int32), tl.nn.Parameter(tl.ones(1))]
     mp.spawn(_add_rank, args=(t, q, items), nprocs=2)
-    assert t.tolist() == [3.0, 3.0, 3.0, 3.0]      # 1 + 2 from the two children
+    assert t.tolist() == [1.0, 1.0, 2.0, 2.0]      # child 0 added 1 to its half, child 1 added 2
     got = [q.get() for _ in range(3)]
     assert sorted(g for g in got if isinstance(g, int)) == [0, 1]
     got = next(g for g in got if isinstance(g, list))
@@ -127,13 +127,13 @@ def test_spawned_children_write_into_shared_memory_and_send_tensors_back():
 
 
 def test_forked_children_see_and_make_shared_updates():
-    t = tl.ones(3).share_memory_()
+    t = tl.ones(4).share_memory_()
     ctx = mp.start_processes(_add_rank, args=(t, mp.get_context("fork").SimpleQueue()), nprocs=2,
                              join=False, start_method="fork")
     assert isinstance(ctx, mp.ProcessContext) and len(ctx.pids()) == 2
     while not ctx.join():
         pass
-    assert t.tolist() == [4.0, 4.0, 4.0]
+    assert t.tolist() == [2.0, 2.0, 3.0, 3.0]
 
 
 def test_spawn_reraises_a_child_exception_with_its_traceback():
