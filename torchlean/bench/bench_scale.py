@@ -166,6 +166,17 @@ LABELS = {"gpt2": "GPT-2 small 12 x 768, vocab 50304, T 256 (8)", "gpt6": "GPT 6
 
 # ---- the steps -----------------------------------------------------------------------------------
 
+def _step(model, opt, loss_fn, x, y):
+    """One training step of ``model`` (forward, loss, backward, optimizer), as a function."""
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def _eager(T, name, batch, state=None):
     """``T``'s model (torch's seeded weights, or ``state`` loaded), its batch on the GPU, Adam and the
     eager step; the first loss, the model's weights (``state``, on the host) and the eager step's
@@ -181,12 +192,7 @@ def _eager(T, name, batch, state=None):
     x, y = (T.tensor(np.ascontiguousarray(a), device="cuda") for a in batch)
     opt = T.optim.Adam(model.parameters(), lr=1e-4)
 
-    def eager():
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, x, y)
-        loss.backward()
-        opt.step()
-        return loss
+    eager = _step(model, opt, loss_fn, x, y)
 
     first = float(loss_fn(model, x, y).detach())
     if state is None:
@@ -239,16 +245,7 @@ def torch_steps(torch, name, batch, compile_too, graph_too=True):
         cmodel = cmodel.cuda()
         cmodel.load_state_dict(state)
         copt = torch.optim.Adam(cmodel.parameters(), lr=1e-4)
-        compiled = torch.compile(cmodel)
-
-        def comp():
-            copt.zero_grad(set_to_none=True)
-            loss = loss_fn(compiled, x, y)
-            loss.backward()
-            copt.step()
-            return loss
-
-        steps["torch.compile"] = comp
+        steps["torch.compile"] = _step(torch.compile(cmodel), copt, loss_fn, x, y)
     return steps, first, state, peak
 
 

@@ -334,6 +334,29 @@ def _reducer(op, who) -> ReduceOp:
     return op
 
 
+def _root(g, rank, group_rank, who, what):
+    """The global rank of a collective's root (``group_rank`` counts in the group), checked to be in it."""
+    if group_rank is not None:
+        rank = g._ranks[group_rank]
+    if rank not in g._ranks:
+        raise DistributedError(f"{who}: {what} rank {rank} is not part of the group {g._ranks}")
+    return rank
+
+
+def _root_list(g, lst, is_root, who, name, shape, where):
+    """The arrays of the list only the root gives (``name``: one per rank, each of ``shape``)."""
+    if not is_root:
+        if lst:
+            raise DistributedError(f"{who}: {name} is only given on the {where} rank")
+        return None
+    if lst is None or len(lst) != g.size():
+        raise DistributedError(f"{who}: the {where} needs a {name} of {g.size()} tensors")
+    arrays = [_array(t, who, name, g=g) for t in lst]
+    if any(tuple(a.shape) != tuple(shape) for a in arrays):
+        raise DistributedError(f"{who}: {name} entries must have the shape {tuple(shape)}")
+    return arrays
+
+
 def _finish(out, op, n, dtype):
     """A reduction's result; ``AVG`` divides the sum by the group size (integers: floor division)."""
     if op is not ReduceOp.AVG:
@@ -355,10 +378,7 @@ def broadcast(tensor, src, group=None, async_op=False, group_src=None):
     """``tensor`` of global rank ``src`` copied into ``tensor`` on every rank of the group."""
     g = _group(group, "broadcast")
     v = _array(tensor, "broadcast", g=g)
-    if group_src is not None:
-        src = g._ranks[group_src]
-    if src not in g._ranks:
-        raise DistributedError(f"broadcast: src rank {src} is not part of the group {g._ranks}")
+    src = _root(g, src, group_src, "broadcast", "src")
     buf = _contig(v)
     g._impl.broadcast(buf, g._ranks.index(src))
     if buf is not v:
@@ -429,9 +449,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, group_dst=N
     """The reduction over the group lands in ``tensor`` of global rank ``dst``; the others keep theirs."""
     g = _group(group, "reduce")
     v = _array(tensor, "reduce", g=g)
-    dst = g._ranks[group_dst] if group_dst is not None else dst
-    if dst not in g._ranks:
-        raise DistributedError(f"reduce: dst rank {dst} is not part of the group {g._ranks}")
+    dst = _root(g, dst, group_dst, "reduce", "dst")
     op = _reducer(op, "reduce")
     out = _finish(g._impl.all_reduce(_contig(v), op.value), op, g.size(), v.dtype)
     if _S.rank == dst:
@@ -443,17 +461,8 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
     """Every rank's ``tensor`` into ``gather_list`` on global rank ``dst`` (None elsewhere)."""
     g = _group(group, "gather")
     v = _array(tensor, "gather", g=g)
-    dst = g._ranks[group_dst] if group_dst is not None else dst
-    if dst not in g._ranks:
-        raise DistributedError(f"gather: dst rank {dst} is not part of the group {g._ranks}")
-    if _S.rank == dst:
-        if gather_list is None or len(gather_list) != g.size():
-            raise DistributedError(f"gather: the destination needs a gather_list of {g.size()} tensors")
-        for t in gather_list:
-            if tuple(_array(t, "gather", "gather_list", g=g).shape) != tuple(v.shape):
-                raise DistributedError(f"gather: gather_list entries must have the input's shape {tuple(v.shape)}")
-    elif gather_list:
-        raise DistributedError("gather: gather_list is only given on the destination rank")
+    dst = _root(g, dst, group_dst, "gather", "dst")
+    _root_list(g, gather_list, _S.rank == dst, "gather", "gather_list", v.shape, "destination")
     parts = g._impl.all_gather(_contig(v))
     if _S.rank == dst:
         for t, part in zip(gather_list, parts):
@@ -465,19 +474,10 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_
     """``scatter_list[r]`` of global rank ``src`` into ``tensor`` of group rank ``r``."""
     g = _group(group, "scatter")
     v = _array(tensor, "scatter", g=g)
-    src = g._ranks[group_src] if group_src is not None else src
-    if src not in g._ranks:
-        raise DistributedError(f"scatter: src rank {src} is not part of the group {g._ranks}")
-    parts = None
-    if _S.rank == src:
-        if scatter_list is None or len(scatter_list) != g.size():
-            raise DistributedError(f"scatter: the source needs a scatter_list of {g.size()} tensors")
-        parts = [_xp(v).ascontiguousarray(_array(t, "scatter", "scatter_list", g=g), dtype=v.dtype)
-                 for t in scatter_list]
-        if any(p.shape != v.shape for p in parts):
-            raise DistributedError(f"scatter: scatter_list entries must have the output's shape {tuple(v.shape)}")
-    elif scatter_list:
-        raise DistributedError("scatter: scatter_list is only given on the source rank")
+    src = _root(g, src, group_src, "scatter", "src")
+    parts = _root_list(g, scatter_list, _S.rank == src, "scatter", "scatter_list", v.shape, "source")
+    if parts is not None:
+        parts = [_xp(v).ascontiguousarray(p, dtype=v.dtype) for p in parts]
     _store_into(tensor, g._impl.scatter(parts, g._ranks.index(src), _contig(v)))
     return _done(async_op)
 
