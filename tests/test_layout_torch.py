@@ -110,11 +110,16 @@ def test_module_to_device_object():
 
 
 def test_other_cuda_index_refused_everywhere():
+    """One GPU per process: once CUDA memory is in use on cuda:0, another index is refused (without CUDA,
+    naming any GPU says that CUDA is unavailable)."""
     x = tl.zeros(2)
+    if CUDA:
+        tl.ones(1, device="cuda")
     for f in (lambda: x.to(tl.device("cuda", 1)), lambda: x.to("cuda:1"), lambda: tl.zeros(2, device="cuda:1"),
               lambda: tl.tensor([1.0], device=tl.device("cuda:2")), lambda: tl.nn.Linear(2, 2).to("cuda:1")):
-        with pytest.raises(DeviceError, match="cuda:0"):
+        with pytest.raises(DeviceError if CUDA else BackendUnavailableError, match="cuda:0" if CUDA else "CuPy"):
             f()
+    assert tl.zeros(1).device == tl.device("cpu") and tl.get_default_device() == tl.device("cpu")
     with pytest.raises(DeviceError, match="unknown device"):
         tl.zeros(2, device="mps")
 
@@ -134,7 +139,9 @@ def test_default_device_matches_torch():
             with pytest.raises(BackendUnavailableError):
                 tl.zeros(2)
             assert tl.zeros(2, device="cpu").device.type == "cpu"   # an explicit device still wins
-        with pytest.raises(DeviceError):
+        if CUDA:
+            tl.ones(1, device="cuda")
+        with pytest.raises(DeviceError if CUDA else BackendUnavailableError):
             tl.set_default_device("cuda:1")
     finally:
         tl.set_default_device(None)
@@ -251,7 +258,8 @@ def test_accelerator_with_cuda():
     if not CUDA:
         pytest.skip("needs CUDA")
     assert tl.accelerator.current_accelerator() == tl.device("cuda")
-    assert tl.accelerator.device_count() == 1 and tl.accelerator.current_device_index() == 0
+    tl.ones(1, device="cuda")            # CUDA memory in use: the process's GPU is fixed
+    assert tl.accelerator.device_count() == torch.cuda.device_count() and tl.accelerator.current_device_index() == 0
     tl.accelerator.set_device_index(0)
     tl.accelerator.synchronize()
     with pytest.raises(DeviceError):
@@ -291,7 +299,8 @@ def test_cuda_manual_seed_without_cuda_leaves_the_stream_as_torch():
 def test_cuda_queries_with_cuda():
     if not CUDA:
         pytest.skip("needs CUDA")
-    assert tl.cuda.device_count() == 1 and tl.cuda.current_device() == 0
+    tl.ones(1, device="cuda")            # CUDA memory in use: the process's GPU is fixed
+    assert tl.cuda.device_count() == torch.cuda.device_count() and tl.cuda.current_device() == 0
     tl.cuda.set_device(0)
     tl.cuda.set_device("cuda:0")
     with pytest.raises(DeviceError):

@@ -1,6 +1,6 @@
 """``torchlean.accelerator``: torch's device-agnostic accelerator API (torch 2.6+).
 
-The accelerator of this backend is CUDA (one GPU, ``cuda:0``), when CuPy sees a GPU; otherwise
+The accelerator of this backend is CUDA (one GPU per process, ``cuda:0`` unless chosen), when CuPy sees a GPU; otherwise
 there is none, and the functions that need one raise :class:`~torchlean.errors.DeviceError` as
 torch's raise.
 
@@ -43,19 +43,21 @@ def current_accelerator(check_available: bool = False):
 
 
 def device_count() -> int:
-    """The number of accelerator devices this backend uses: 1 with CUDA, else 0."""
+    """The number of GPUs visible to this process (0 without CUDA)."""
     return _cuda.device_count()
 
 
 def current_device_index() -> int:
-    """0, the one GPU (DeviceError without an accelerator, as torch's RuntimeError)."""
+    """The index of this process's GPU (DeviceError without an accelerator, as torch's RuntimeError)."""
     _need("current_device_index")
-    return 0
+    return _cuda.current_device()
 
 
 def set_device_index(device) -> None:
-    """Select the accelerator device: only index 0 / ``"cuda:0"`` exists here."""
+    """Choose this process's GPU, as :func:`torchlean.cuda.set_device` (before the first CUDA tensor)."""
     _need("set_device_index")
+    if isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"
     if normalize(device, "accelerator.set_device_index") != "cuda":
         raise DeviceError(f"accelerator.set_device_index: {device!r} is not an accelerator device")
 

@@ -19,7 +19,7 @@ import types
 
 from . import amp as _amp
 from .capture import capture_step as _capture
-from .device import normalize as _normalize
+from .device import cuda_index as _index, device as _device, normalize as _normalize
 from .errors import DeviceError
 from .kernels import cuda_available, get_kernels
 from .tensor import manual_seed as _seed_stream
@@ -45,6 +45,9 @@ def synchronize(device=None) -> None:
     """Wait until every kernel queued on the current GPU has finished."""
     cupy = _load()
     _cuda_index(device, "synchronize")
+    from .kernels.cuda.memory import WAIT_HOOKS
+    for hook in WAIT_HOOKS:
+        hook()
     cupy.cuda.Device().synchronize()
 
 
@@ -106,44 +109,60 @@ def capture_step(fn, *example_inputs, warmup: int = 2):
     return _capture(fn, *example_inputs, warmup=warmup)
 
 
-# ---- torch.cuda's device queries (this backend uses one GPU, cuda:0) ----------------------------
+# ---- torch.cuda's device queries (one GPU per process: cuda:0 unless set_device chose another) --
 
 def _cuda_index(device, where: str) -> int:
-    """0 for None, 0, "cuda", "cuda:0" or a device object naming it; DeviceError otherwise."""
+    """The index of the GPU ``device`` names (None: this process's); DeviceError for a CPU device, or for
+    another GPU than this process's once CUDA memory is in use (see :func:`set_device`)."""
     if device is None:
-        return 0
+        return _index()
+    if isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"
     if _normalize(device, where) != "cuda":
         raise DeviceError(f"{where}: expected a CUDA device, got {device!r}")
-    return 0
+    return _index()
 
 
 def device_count() -> int:
-    """The number of GPUs this backend uses: 1 when CUDA is available (it uses ``cuda:0`` only), else 0.
+    """The number of GPUs visible to this process (0 without CUDA), as torch's.
 
         >>> import torchlean as tl
-        >>> tl.cuda.device_count() == (1 if tl.cuda.is_available() else 0)
+        >>> tl.cuda.device_count() >= (1 if tl.cuda.is_available() else 0)
         True
     """
-    return 1 if is_available() else 0
+    if not is_available():
+        return 0
+    import cupy
+    return int(cupy.cuda.runtime.getDeviceCount())
 
 
 def current_device() -> int:
-    """The index of the current GPU: always 0 (BackendUnavailableError without CUDA, as torch raises)."""
+    """The index of this process's GPU (BackendUnavailableError without CUDA, as torch raises)."""
     _load()
-    return 0
+    return _index()
 
 
 def set_device(device) -> None:
-    """Select the GPU: only ``0`` / ``"cuda:0"`` exist on this backend (DeviceError for another index)."""
+    """Choose this process's GPU (an index, ``"cuda:<index>"`` or a device object), as the workers of a
+    multi-GPU job do with their ``LOCAL_RANK``. torchlean drives one GPU per process: the choice is
+    made before the first CUDA tensor; naming another GPU once CUDA memory is in use raises
+    DeviceError, as does an index past :func:`device_count`."""
     _load()
     _cuda_index(device, "set_device")
 
 
 def get_device_name(device=None) -> str:
-    """The name of the GPU ``device`` (default: the current one), as torch's."""
-    _load()
-    _cuda_index(device, "get_device_name")
-    return device_name()
+    """The name of the GPU ``device`` (default: this process's), as torch's; any visible GPU may be asked."""
+    cupy = _load()
+    if device is None:
+        i = _index()
+    else:
+        i = device if isinstance(device, int) and not isinstance(device, bool) else _device(device).index
+        i = _index() if i is None else i
+        if not 0 <= i < device_count():
+            raise DeviceError(f"get_device_name: CUDA device index {i} is out of range ({device_count()} visible)")
+    name = cupy.cuda.runtime.getDeviceProperties(i)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def manual_seed(seed: int) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .errors import DeviceError
 
-__all__ = ["device", "get_default_device", "normalize", "set_default_device"]
+__all__ = ["device", "get_default_device", "normalize", "set_default_device", "cuda_index", "cuda_device", "use_cuda"]
 
 #: The device types this backend runs on; torch knows more (mps, xpu, meta, ...), refused here.
 TYPES = ("cpu", "cuda")
@@ -30,7 +30,7 @@ TYPES = ("cpu", "cuda")
 def _parse(spec: str, where: str):
     t, sep, i = spec.partition(":")
     if t not in TYPES:
-        raise DeviceError(f"{where}: unknown device {spec!r}; expected 'cpu' or 'cuda' (or 'cuda:0')")
+        raise DeviceError(f"{where}: unknown device {spec!r}; expected 'cpu' or 'cuda' (or 'cuda:<index>')")
     if not sep:
         return t, None
     if not i.isdigit() or (len(i) > 1 and i[0] == "0"):
@@ -110,17 +110,65 @@ class device(str):
         return (device, (self._type, self._index))
 
 
-#: The devices that ``Tensor.device`` returns (torch gives CUDA tensors index 0).
+#: The devices that ``Tensor.device`` returns: the CPU, and the process's GPU with its index
+#: (``cuda:0`` unless :func:`use_cuda` chose another).
 CPU = device("cpu")
 CUDA0 = device("cuda", 0)
+CUDA = CUDA0
 
 _default = "cpu"
+
+# One GPU per process: the index of the GPU this process uses (CUDA_VISIBLE_DEVICES numbering); the
+# function the CUDA backend installs once loaded that makes another GPU current, or raises
+# DeviceError when CUDA memory is already in use on this one (see :func:`use_cuda`); and the one the
+# kernel layer installs at import that loads the CUDA backend (BackendUnavailableError without one).
+_cuda_index = 0
+_cuda_switch = None
+_cuda_load = None
+
+
+def set_cuda_hooks(load=None, switch=None) -> None:
+    """Install the kernel layer's CUDA loader and, once CUDA is loaded, its GPU switch (see :func:`use_cuda`)."""
+    global _cuda_load, _cuda_switch
+    if load is not None:
+        _cuda_load = load
+    if switch is not None:
+        _cuda_switch = switch
+
+
+def cuda_device() -> device:
+    """This process's GPU as a device object (``Tensor.device`` of its CUDA tensors)."""
+    return CUDA
+
+
+def cuda_index() -> int:
+    """The index of the GPU this process uses (``0`` unless :func:`use_cuda` chose another)."""
+    return _cuda_index
+
+
+def use_cuda(index: int, where: str = "set_device") -> None:
+    """Make GPU ``index`` the one this process uses (``torch.cuda.set_device``, or the first use of
+    ``cuda:<index>``). The backend drives one GPU per process: the choice can change only while no CUDA
+    memory is in use; afterwards another index raises :class:`~torchlean.errors.DeviceError`."""
+    global _cuda_index, CUDA
+    index = int(index)
+    if index == _cuda_index:
+        return
+    if index < 0:
+        raise DeviceError(f"{where}: invalid CUDA device index {index}")
+    if _cuda_switch is None and _cuda_load is not None:
+        _cuda_load()
+    if _cuda_switch is not None:
+        _cuda_switch(index, where)
+    _cuda_index, CUDA = index, device("cuda", index)
 
 
 def normalize(d, where: str = "device") -> str:
     """``"cpu"`` or ``"cuda"`` from a device string or object (``None`` gives the default device).
 
-    This backend uses one GPU, ``cuda:0``; another index raises :class:`~torchlean.errors.DeviceError`.
+    This backend uses one GPU per process, ``cuda:0`` unless another was chosen: the first index a
+    process names before any CUDA memory is in use becomes its GPU (:func:`use_cuda`); naming another
+    index afterwards raises :class:`~torchlean.errors.DeviceError`.
 
         >>> from torchlean.device import normalize
         >>> normalize("cuda:0"), normalize(None)
@@ -135,13 +183,13 @@ def normalize(d, where: str = "device") -> str:
     elif isinstance(getattr(d, "type", None), str):       # a torch.device, or any (type, index) object
         t, i = d.type, getattr(d, "index", None)
         if t not in TYPES:
-            raise DeviceError(f"{where}: unknown device {d!r}; expected 'cpu' or 'cuda' (or 'cuda:0')")
+            raise DeviceError(f"{where}: unknown device {d!r}; expected 'cpu' or 'cuda' (or 'cuda:<index>')")
     elif isinstance(d, int) and not isinstance(d, bool):
         t, i = "cuda", d                                   # torch reads a bare int as a CUDA index
     else:
         raise DeviceError(f"{where}: expected a device string or torchlean.device, got {d!r}")
-    if t == "cuda" and i not in (None, 0):
-        raise DeviceError(f"{where}: device {str(d)!r}: only one CUDA device (cuda:0) is used by this backend")
+    if t == "cuda" and i is not None and i != _cuda_index:
+        use_cuda(i, f"{where}: device {str(d)!r}")
     return t
 
 
@@ -158,4 +206,4 @@ def set_default_device(d) -> None:
 
 def get_default_device() -> device:
     """The default device as a :class:`device` (``cuda:0`` when the default is CUDA, as torch's)."""
-    return CPU if _default == "cpu" else CUDA0
+    return CPU if _default == "cpu" else CUDA

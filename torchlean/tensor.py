@@ -23,7 +23,7 @@ import numpy as np
 from . import autograd
 from .autograd import (Variable, device_of, enable_grad, inference_mode, is_grad_enabled, no_grad, record,  # noqa: F401
                        set_grad_enabled)
-from .device import CPU as _CPU, CUDA0 as _CUDA0, normalize as _normalize_device
+from .device import CPU as _CPU, cuda_device as _cuda_device, normalize as _normalize_device
 from .errors import AutogradError, DeviceError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
 from .kernels import get_kernels
 from .shape import Size
@@ -113,7 +113,7 @@ def format_tensor(t) -> str:
     body = _format_values(v)
     extra = []
     if t.device == "cuda":
-        extra.append("device='cuda:0'")
+        extra.append(f"device='{t.device}'")
     d = t.dtype
     if v.size == 0 and v.ndim > 1:
         extra.append(f"size={tuple(v.shape)}")
@@ -221,7 +221,7 @@ class Tensor(Variable):
     @property
     def device(self):
         """torch's device object (a :class:`torchlean.device`, also equal to ``"cpu"``/``"cuda"``)."""
-        return _CPU if device_of(self._value) == "cpu" else _CUDA0
+        return _CPU if device_of(self._value) == "cpu" else _cuda_device()
 
     @property
     def is_cuda(self) -> bool:

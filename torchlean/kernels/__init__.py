@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..device import set_cuda_hooks
 from ..errors import BackendUnavailableError, DeviceError
 from . import cuda  # the optional backend: CuPy is imported on its first use, not here
 from .api import CONTRACT, KERNELS, check_indices, check_surface
@@ -125,6 +126,13 @@ def routed_host(precision: str) -> SimpleNamespace:
     if k is None:
         k = cuda.SURFACE[key] = routed(HOST, get_kernels("cuda"), precision)
     return k
+
+
+def _load_cuda() -> None:
+    get_kernels("cuda")
+
+
+set_cuda_hooks(load=_load_cuda)
 
 
 def cuda_available() -> bool:

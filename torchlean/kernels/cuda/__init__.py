@@ -82,7 +82,30 @@ def load() -> None:
         raise
     set_tf32(False)
     from . import alloc  # imports CuPy
+    from ...device import cuda_index, set_cuda_hooks
+    _switch(cuda_index(), "device 'cuda'")
     alloc.install()
+    set_cuda_hooks(switch=_switch)
+
+
+def _switch(index: int, where: str) -> None:
+    """Make GPU ``index`` current for this process (the choice of :func:`torchlean.device.use_cuda`):
+    possible while no CUDA buffer was ever allocated here, since every buffer, compiled kernel and
+    library handle belongs to the GPU that was current when it was made."""
+    import cupy
+    from ...errors import DeviceError
+    from . import alloc
+    n = cupy.cuda.runtime.getDeviceCount()
+    if not 0 <= index < n:
+        raise DeviceError(f"{where}: CUDA device index {index} is out of range: this machine has {n} GPU(s) "
+                          f"visible (cuda:0 to cuda:{n - 1})")
+    current = cupy.cuda.runtime.getDevice()
+    if index != current and alloc.used():
+        raise DeviceError(f"{where}: this process already uses cuda:{current}, and torchlean drives one GPU per "
+                          f"process: choose the GPU (torch.cuda.set_device({index})) before the first CUDA tensor, "
+                          f"or run one process per GPU (torchlean launch)")
+    cupy.cuda.runtime.setDevice(index)
+    alloc.DEVICE[0] = index
 
 
 __all__ = ["load", "SURFACE", "UNAVAILABLE", "set_tf32", "tf32_enabled", "INSTALL", "CudnnFlags"]

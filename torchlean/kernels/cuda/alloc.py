@@ -30,6 +30,9 @@ SMALL_BYTES = 1 << 22
 CACHE_LIMIT = 1 << 28
 _FREE: dict = {}        # (device, stream pointer, rounded size) -> [pool MemoryPointer, ...]
 _CACHED = [0]           # bytes held in _FREE
+#: The GPU of this process (:func:`torchlean.device.use_cuda`): a thread whose current device is
+#: another one (CUDA's default for a new thread is device 0) is switched to it at its first allocation.
+DEVICE = [0]
 
 
 class _Block(tuple):
@@ -65,11 +68,14 @@ _pool_malloc = None
 
 
 def _malloc(size):
+    dev = _device_id()
+    if dev != DEVICE[0]:
+        dev = _rebind()
     if size == 0:
         return _pool_malloc(0)
     key = None
     if size <= SMALL_BYTES:
-        key = (_device_id(), _current_stream().ptr, (size + 511) & ~511)
+        key = (dev, _current_stream().ptr, (size + 511) & ~511)
         lst = _FREE.get(key)
         mp = None
         if lst:
@@ -89,6 +95,16 @@ def _malloc(size):
     if live > s[1]:
         s[1] = live
     return _Pointer(_Unowned(mp.ptr, size, _Block((mp, size, key)), mp.device_id), 0)
+
+
+def _rebind():
+    cupy.cuda.runtime.setDevice(DEVICE[0])
+    return DEVICE[0]
+
+
+def used() -> bool:
+    """True once any CUDA buffer was allocated in this process."""
+    return _STATS[2] > 0
 
 
 def _pool_alloc(size):

@@ -63,8 +63,16 @@ def from_host(a, dtype):
 INT_UPLOAD_HOOKS: list = []
 
 
+#: Called (no arguments) before a device-to-host copy waits for the device: a hook may wait first in a
+#: way that lets other threads call CUDA meanwhile (the NCCL watchdog, which must see a hung
+#: collective while the main thread waits for its result; a blocking copy would stall it).
+WAIT_HOOKS: list = []
+
+
 def to_host(x):
     if isinstance(x, cupy.ndarray):
+        for hook in WAIT_HOOKS:
+            hook()
         return cupy.asnumpy(x)
     return np.array(x, copy=True)
 

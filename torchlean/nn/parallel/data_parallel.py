@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 
+from ...device import cuda_index
 from ...errors import DeviceError, TorchLeanError
 from ...kernels import cuda_available
 from ...tensor import Tensor
@@ -47,8 +48,9 @@ def _device_ids(device_ids, output_device, op):
     out = ids[0] if output_device is None and ids else (
         None if output_device is None else _device_index(output_device, op))
     for i in ids + ([] if out is None else [out]):
-        if i != 0:
-            raise DeviceError(f"{op}: device cuda:{i} is not available (only cuda:0 is used by this backend)")
+        if i != cuda_index():
+            raise DeviceError(f"{op}: device cuda:{i} is not this process's GPU (cuda:{cuda_index()}); torchlean "
+                              f"drives one GPU per process (torch.cuda.set_device chooses it)")
     if not cuda_available():
         return [], None
     return ids, out
@@ -69,7 +71,7 @@ def _to_device(obj, device):
 def _check_on_device(module, op):
     for t in list(module.parameters()) + list(module.buffers()):
         if t.device != "cuda":
-            raise DeviceError(f"{op}: module must have its parameters and buffers on device cuda:0 "
+            raise DeviceError(f"{op}: module must have its parameters and buffers on device cuda:{cuda_index()} "
                               f"(device_ids[0]) but found one of them on device: {t.device}")
 
 
@@ -101,7 +103,7 @@ class DataParallel(Module):
             return
         self.dim = int(dim)
         self.output_device = out
-        self.src_device_obj = "cuda:0"
+        self.src_device_obj = f"cuda:{cuda_index()}"
         self.module.to("cuda")
 
     def forward(self, *inputs, **kwargs):
