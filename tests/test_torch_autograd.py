@@ -423,6 +423,26 @@ def test_post_accumulate_grad_hooks_run_once_per_backward_like_torch():
     assert res[0] == res[1] == [[5.0, -1.0], [7.0, 1.0]]
 
 
+def test_post_accumulate_hooks_fire_while_backward_goes_on_like_torch():
+    """A leaf's post-accumulate hook runs as soon as its gradient is complete, before the gradients of
+    the layers below it exist (what lets DistributedDataParallel overlap its all-reduce with the backward)."""
+    res = []
+    for lib in (tl, torch):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 2))
+        names = {id(p): n for n, p in net.named_parameters()}
+        log = []
+        for p in net.parameters():
+            p.register_post_accumulate_grad_hook(
+                lambda p: log.append((names[id(p)], [n for n, q in net.named_parameters() if q.grad is not None])))
+        net(lib.ones(5, 3)).pow(2).sum().backward()
+        res.append(log)
+    assert [n for n, _ in res[0]] == [n for n, _ in res[1]]
+    first = dict(res[0])
+    assert "0.weight" not in first["2.weight"] and sorted(first["0.weight"]) == sorted(dict(res[1])["0.weight"])
+    assert {k: sorted(v) for k, v in res[0]} == {k: sorted(v) for k, v in res[1]}
+
+
 def test_queue_callback_runs_after_every_gradient_is_in():
     w = tl.tensor([1.0, 2.0], requires_grad=True)
     v = tl.tensor([3.0], requires_grad=True)

@@ -123,7 +123,7 @@ def _accumulate_region(nodes, grads, owned, p, g, region, K, op):
     owned.add(p)
 
 
-def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False) -> None:
+def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False, ready=None) -> None:
     """Reverse accumulation over ``nodes[start], ..., nodes[0]``: the one backward loop, of the
     tape and of compiled IR programs.
 
@@ -139,6 +139,9 @@ def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False) -> None
     With ``free``, each node lets go of its rule, what its forward saved and its value (set to None:
     no contribution reaches it any more) as soon as its backward has run (the graph cannot be walked again: the caller marks it released, also
     when the loop raises), so saved activations are freed while the gradients build up.
+    ``ready`` (node id -> function of the gradient) is called with a node's gradient as soon as it is
+    complete (after its hooks): how a leaf's gradient is accumulated, and its post-accumulate hooks
+    run, while the backward goes on (the buckets of DistributedDataParallel start their all-reduce).
     """
     owned = set()
     is_dict = isinstance(grads, dict)
@@ -152,6 +155,8 @@ def sweep(nodes, grads, start, keep=(), at=None, hooks=None, free=False) -> None
                 if g2 is not None:
                     g = g2
             grads[i] = g
+        if ready is not None and i in ready:
+            ready[i](g)
         node = nodes[i]
         if node.requires_grad and (node.rule is not None or node._bwd is not None):
             if at is not None:

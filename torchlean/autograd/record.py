@@ -23,6 +23,7 @@ The IR tracer (:func:`tracing`) sees every recorded op, in any grad mode.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import weakref
 
@@ -532,10 +533,12 @@ def _seeds(op, outputs, grad_outputs, create_graph=False):
     return out
 
 
-def _sweep_from(op, pairs, keep_of, create_graph=False, free=False):
+def _sweep_from(op, pairs, keep_of, create_graph=False, free=False, ready_of=None):
     """Reverse accumulation from several seeded outputs on one tape. ``keep_of(tape)`` gives the node ids
     whose gradients to return; ``free`` (a backward that does not retain the graph) lets each node's
-    saved values go as soon as its backward ran. Returns ``(tape, {id: gradient})``; a leaf output's gradient is its seed."""
+    saved values go as soon as its backward ran; ``ready_of(tape)`` gives the node ids whose gradient is
+    handed to a function as soon as it is complete (see :func:`~torchlean.autograd.node.sweep`).
+    Returns ``(tape, {id: gradient})``; a leaf output's gradient is its seed."""
     tapes = []
     for t, _ in pairs:
         if t._tape is not None:
@@ -567,7 +570,8 @@ def _sweep_from(op, pairs, keep_of, create_graph=False, free=False):
         _graph_sweep(tape, grads, max(grads), keep)
     else:
         try:
-            sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None, free=free)
+            sweep(tape.nodes, grads, max(grads), keep, hooks=tape.hooks or None, free=free,
+                  ready=None if ready_of is None else ready_of(tape))
         except BaseException:
             if free:  # nodes already let go of what they saved: the graph cannot be walked again
                 tape.release()
@@ -588,6 +592,12 @@ def queue_callback(fn) -> None:
     if _state.callbacks is None:
         raise AutogradError("queue_callback: only valid while backward() runs (from a gradient hook)")
     _state.callbacks.append(fn)
+
+
+def _ready_leaf(leaf, early, g) -> None:
+    accumulate_grad(leaf, g)
+    early.add(id(leaf))
+    _post_accumulate((leaf,))
 
 
 def _post_accumulate(leaves) -> None:
@@ -630,9 +640,27 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                     ids.add(x._id)
         return ids
 
-    tape, grads = _sweep_from("backward", pairs, keep_of, create_graph, free=not retain_graph)
+    early = set()   # leaves whose gradient was accumulated (and post-accumulate hooks run) inside the sweep
+
+    def ready_of(tape):
+        """A leaf with post-accumulate hooks that stands for one node gets its gradient as soon as the
+        sweep has passed its consumers, as torch's engine does (DistributedDataParallel overlaps its
+        all-reduce with the rest of the backward this way)."""
+        hooked = [] if create_graph else \
+            [(nid, leaf) for nid, leaf in tape.leaves if getattr(leaf, "_post_hooks", None)
+             and (only is None or id(leaf) in only)]
+        if not hooked:
+            return None
+        count: dict = {}
+        for _, leaf in tape.leaves:
+            count[id(leaf)] = count.get(id(leaf), 0) + 1
+        return {nid: functools.partial(_ready_leaf, leaf, early) for nid, leaf in hooked if count[id(leaf)] == 1}
+
     outer, _state.callbacks = _state.callbacks, []
+    tape = None
     try:
+        tape, grads = _sweep_from("backward", pairs, keep_of, create_graph, free=not retain_graph,
+                                  ready_of=ready_of)
         posted, seen = [], set()   # leaves with post-accumulate hooks, once each, in tape order
         for o, seed in pairs:
             if o._tape is None and (only is None or id(o) in only):  # a leaf output: d o / d o = seed
@@ -643,7 +671,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if tape is not None:
             for nid, leaf in tape.leaves:
                 g = grads.get(nid)
-                if g is not None and (only is None or id(leaf) in only):
+                if g is not None and (only is None or id(leaf) in only) and id(leaf) not in early:
                     accumulate_grad(leaf, g)
                     if getattr(leaf, "_post_hooks", None) and id(leaf) not in seen:
                         seen.add(id(leaf))
