@@ -22,10 +22,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(fn, rank, world, port, q, timeout):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+def _worker(fn, rank, world, port, q, timeout, backend="gloo"):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      NCCL_NVLS_ENABLE="0")
     try:
-        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout))
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
+        if backend == "nccl":
+            tl.cuda.set_device(rank)     # after init_process_group, as torch programs do
         out = fn(rank, world)
         dist.destroy_process_group()
         q.put((rank, "ok", out))
@@ -33,12 +36,12 @@ def _worker(fn, rank, world, port, q, timeout):
         q.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
-def run(fn, world, timeout=20.0):
+def run(fn, world, timeout=20.0, backend="gloo"):
     """``fn(rank, world)`` in ``world`` processes of one job; returns the results by rank (raises on error)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    ps = [ctx.Process(target=_worker, args=(fn, r, world, port, q, timeout)) for r in range(world)]
+    ps = [ctx.Process(target=_worker, args=(fn, r, world, port, q, timeout, backend)) for r in range(world)]
     for p in ps:
         p.start()
     res = {}
@@ -544,3 +547,214 @@ def test_nccl_collectives_and_ddp_with_world_size_one():
             np.testing.assert_array_equal(out[1][k], out[0][k])
     finally:
         dist.destroy_process_group()
+
+
+# ---- several GPUs: one process each (skipped unless the machine has them) ------------------------------
+
+def _gpus():
+    return tl.cuda.device_count() if tl.cuda.is_available() else 0
+
+
+def _python(code, timeout=120):
+    import subprocess
+    import sys
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.cuda
+def test_set_device_chooses_the_gpu_of_the_process():
+    if _gpus() < 2:
+        pytest.skip("needs two GPUs")
+    r = _python("""
+import threading, torchlean as tl
+from torchlean.errors import DeviceError
+assert tl.cuda.is_available() and tl.cuda.current_device() == 0
+tl.cuda.set_device(1)
+x = tl.ones(2, device="cuda")
+assert x.device == tl.device("cuda", 1) and str(x.device) == "cuda:1" and x._value.device.id == 1
+assert "device='cuda:1'" in repr(x) and tl.cuda.current_device() == 1
+y = tl.zeros(3).to("cuda:1") + 1
+assert y._value.device.id == 1 and y.device.index == 1
+out = []
+t = threading.Thread(target=lambda: out.append(tl.ones(4, device="cuda")._value.device.id)); t.start(); t.join()
+assert out == [1], out
+for f in (lambda: x.to("cuda:0"), lambda: tl.cuda.set_device(0), lambda: tl.zeros(1, device="cuda:0")):
+    try:
+        f()
+        raise SystemExit("no error")
+    except DeviceError as e:
+        assert "already uses cuda:1" in str(e), e
+print("ok")
+""")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    r = _python("import torchlean as tl; x = tl.zeros(2, device='cuda:1'); print(x._value.device.id, x.device)")
+    assert r.returncode == 0 and r.stdout.split() == ["1", "cuda:1"], r.stderr[-2000:]
+    r = _python(f"import torchlean as tl; tl.cuda.set_device({_gpus()})")
+    assert r.returncode != 0 and "out of range" in r.stderr
+
+
+def _nccl_collectives(rank, world):
+    def cu(a):
+        return tl.tensor(a, device="cuda")
+    out = {}
+    for op in ("SUM", "AVG", "MAX", "MIN"):
+        t = cu(_data(rank))
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+        out[op] = t.cpu().numpy()
+    t = cu(_data(rank))
+    dist.broadcast(t, src=world - 1)
+    out["broadcast"] = t.cpu().numpy()
+    into = tl.zeros(world * 3, 5, device="cuda")
+    dist.all_gather_into_tensor(into, cu(_data(rank)))
+    out["all_gather"] = into.cpu().numpy()
+    rs = tl.zeros(3, 5, device="cuda")
+    dist.reduce_scatter_tensor(rs, cu(np.concatenate([_data(rank + 10 * k) for k in range(world)])))
+    out["reduce_scatter"] = rs.cpu().numpy()
+    if rank == 0:
+        dist.send(cu(_data(7)), dst=1)
+    elif rank == 1:
+        got = tl.zeros(3, 5, device="cuda")
+        dist.recv(got, src=0)
+        out["recv"] = got.cpu().numpy()
+    dist.barrier()
+    assert tl.cuda.current_device() == rank
+    return out
+
+
+@pytest.mark.cuda
+def test_nccl_collectives_on_two_gpus_match_numpy():
+    if _gpus() < 2:
+        pytest.skip("needs two GPUs")
+    world = 2
+    res = values(run(_nccl_collectives, world, timeout=120, backend="nccl"))
+    data = np.stack([_data(r) for r in range(world)])
+    for r, got in enumerate(res):
+        np.testing.assert_allclose(got["SUM"], data.sum(0), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got["AVG"], data.mean(0), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got["MAX"], data.max(0))
+        np.testing.assert_array_equal(got["MIN"], data.min(0))
+        np.testing.assert_array_equal(got["broadcast"], _data(world - 1))
+        np.testing.assert_array_equal(got["all_gather"], np.concatenate(list(data)))
+        want = sum(_data(q + 10 * r) for q in range(world))
+        np.testing.assert_allclose(got["reduce_scatter"], want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got["SUM"], res[0]["SUM"])        # every rank the same bits
+    np.testing.assert_array_equal(res[1]["recv"], _data(7))
+
+
+def _ddp_train_cuda(rank, world):
+    from torchlean.models.mlp import MLP
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    F = tl.nn.functional
+    tl.manual_seed(rank)
+    model = DDP(MLP(20, [32, 32], 5).to("cuda"), device_ids=[rank], bucket_cap_mb=0.001)
+    opt = tl.optim.Adam(model.parameters(), lr=0.01)
+    x, y = _mlp_data()
+    n = _GLOBAL_BATCH // world
+    xs, ys = tl.tensor(x[rank * n:(rank + 1) * n], device="cuda"), tl.tensor(y[rank * n:(rank + 1) * n], device="cuda")
+    for _ in range(4):
+        opt.zero_grad()
+        F.cross_entropy(model(xs), ys).backward()
+        opt.step()
+    return {k: v.cpu().numpy() for k, v in model.module.state_dict().items()}
+
+
+@pytest.mark.cuda
+def test_ddp_on_two_gpus_equals_one_gpu_training_on_the_full_batch():
+    if _gpus() < 2:
+        pytest.skip("needs two GPUs")
+    from torchlean.models.mlp import MLP
+    F = tl.nn.functional
+    res = values(run(_ddp_train_cuda, 2, timeout=120, backend="nccl"))
+    tl.manual_seed(0)
+    model = MLP(20, [32, 32], 5).to("cuda")
+    opt = tl.optim.Adam(model.parameters(), lr=0.01)
+    x, y = _mlp_data()
+    for _ in range(4):
+        opt.zero_grad()
+        F.cross_entropy(model(tl.tensor(x, device="cuda")), tl.tensor(y, device="cuda")).backward()
+        opt.step()
+    for k, v in model.state_dict().items():
+        for r in range(2):
+            np.testing.assert_allclose(res[r][k], v.cpu().numpy(), rtol=2e-5, atol=2e-6, err_msg=f"{k} on rank {r}")
+        np.testing.assert_array_equal(res[1][k], res[0][k])
+
+
+def _ddp_captured(rank, world):
+    """DDP steps replayed from a CUDA graph (the bucket all-reduces inside it) against the same steps
+    run eagerly: equal gradients and parameters."""
+    from torchlean.models.mlp import MLP
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    F = tl.nn.functional
+    x, y = _mlp_data()
+    n = _GLOBAL_BATCH // world
+    xs, ys = tl.tensor(x[rank * n:(rank + 1) * n], device="cuda"), tl.tensor(y[rank * n:(rank + 1) * n], device="cuda")
+    out = []
+    for captured in (False, True):
+        tl.manual_seed(0)
+        model = DDP(MLP(20, [32, 32], 5).to("cuda"), bucket_cap_mb=0.001)
+        opt = tl.optim.SGD(model.parameters(), lr=0.1)
+        step = tl.cuda.capture_step(lambda a, b: F.cross_entropy(model(a), b), xs, ys) if captured else None
+        grads = []
+        for _ in range(3):
+            opt.zero_grad()
+            if captured:
+                step(xs, ys)
+            else:
+                F.cross_entropy(model(xs), ys).backward()
+            grads.append({k: p.grad.cpu().numpy() for k, p in model.module.named_parameters()})
+            opt.step()
+        out.append((grads, {k: v.cpu().numpy() for k, v in model.module.state_dict().items()}))
+    return out
+
+
+def _check_captured(res):
+    for (eager_g, eager_p), (cap_g, cap_p) in res:
+        for step in range(3):
+            for k in eager_g[step]:
+                np.testing.assert_allclose(cap_g[step][k], eager_g[step][k], rtol=1e-6, atol=1e-7, err_msg=k)
+        for k in eager_p:
+            np.testing.assert_allclose(cap_p[k], eager_p[k], rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+@pytest.mark.cuda
+def test_ddp_inside_a_captured_step_equals_eager_ddp_one_gpu():
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        _check_captured([_ddp_captured(0, 1)])
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.cuda
+def test_ddp_inside_a_captured_step_equals_eager_ddp_two_gpus():
+    if _gpus() < 2:
+        pytest.skip("needs two GPUs")
+    _check_captured(values(run(_ddp_captured, 2, timeout=120, backend="nccl")))
+
+
+def _nccl_hang(rank, world):
+    t = tl.ones(4, device="cuda")
+    dist.all_reduce(t)                      # both ranks: the communicator works
+    if rank == 1:
+        time.sleep(12)                      # rank 1 never issues the second all-reduce
+        return "slept"
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        t.cpu()
+        for _ in range(200):                # the error arrives from the watchdog
+            time.sleep(0.05)
+        return "no error"
+    except DistributedError as e:
+        return (str(e), time.monotonic() - start)
+
+
+@pytest.mark.cuda
+def test_a_hung_nccl_collective_raises_naming_the_missing_rank():
+    if _gpus() < 2:
+        pytest.skip("needs two GPUs")
+    (s0, out0), (s1, out1) = run(_nccl_hang, 2, timeout=3, backend="nccl")
+    assert s0 == "ok" and isinstance(out0, tuple), out0
+    msg, took = out0
+    assert "all_reduce" in msg and "rank(s) [1] did not issue it" in msg and took < 10, out0

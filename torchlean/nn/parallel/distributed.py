@@ -3,10 +3,12 @@
 At wrap time the parameters and buffers of rank 0 are broadcast to every rank. The parameters that
 require gradients are split into buckets (reverse registration order, the first bucket about 1 MiB
 and the others ``bucket_cap_mb``, one dtype per bucket). A backward accumulates each parameter's
-``.grad`` and then calls its post-accumulate hook: once every parameter of a bucket has its
-gradient, the bucket is averaged over the group (each gradient divided by the world size, then
-summed, as torch's default communication hook), buckets always in index order so that every rank
-issues the same collectives in the same order. At the end of the backward, a bucket still waiting
+``.grad`` as soon as it is complete and then calls its post-accumulate hook: once every parameter
+of a bucket has its gradient, the bucket is averaged over the group (each gradient divided by the
+world size, then summed, as torch's default communication hook), buckets always in index order so
+that every rank issues the same collectives in the same order. On the GPU a bucket's all-reduce
+runs on a stream of its own while the backward goes on, and the gradients take the averaged values
+once the backward is done (the compute stream waits for that stream then). At the end of the backward, a bucket still waiting
 means a parameter received no gradient on this rank: with ``find_unused_parameters=True`` it takes
 part with zeros, otherwise DistributedError names the parameters (torch raises at the next forward).
 Inside :meth:`no_sync` gradients accumulate locally; the first backward after it averages the
@@ -64,6 +66,8 @@ class DistributedDataParallel(Module):
         self._ready: list = [set() for _ in self._buckets]
         self._next = 0
         self._armed = False
+        self._stream = None      # the all-reduce stream (CUDA)
+        self._inflight: list = []  # (bucket, flat gradients) whose all-reduce was queued on it
         if init_sync:
             self._broadcast([*module.parameters(), *module.buffers()])
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self._params]
@@ -106,10 +110,36 @@ class DistributedDataParallel(Module):
         for p in bucket:
             g = p.grad
             grads.append(xp.zeros(p._value.shape, p._value.dtype) if g is None else self._host(g, "gradient"))
-        flat = xp.concatenate([g.reshape(-1) for g in grads]) / xp.asarray(self._world, dtype=grads[0].dtype)
-        t = _wrap(flat)
-        dist.all_reduce(t, group=self.process_group)
-        flat, off = t._value, 0
+        flat = xp.concatenate([g.reshape(-1) for g in grads])
+        flat /= self._world      # a Python scalar: no upload (a synchronous copy would stall the host)
+        if xp is np:
+            t = _wrap(flat)
+            dist.all_reduce(t, group=self.process_group)
+            self._unflatten(bucket, t._value)
+            return
+        # On the GPU the all-reduce runs on a stream of its own, after the kernels that made the bucket,
+        # while the backward goes on; the gradients take the result at the end of the backward.
+        compute = xp.cuda.get_current_stream()
+        if self._stream is None:
+            self._stream = xp.cuda.Stream(non_blocking=True)
+        self._stream.wait_event(compute.record())
+        with self._stream:
+            dist._group(self.process_group, "DistributedDataParallel")._impl.all_reduce(flat, "sum", out=flat)
+        self._inflight.append((bucket, flat))
+
+    def _settle(self):
+        """The compute stream waits for the bucket all-reduces, then each gradient takes its part."""
+        if not self._inflight:
+            return
+        import cupy
+        cupy.cuda.get_current_stream().wait_event(self._stream.record())
+        for bucket, flat in self._inflight:
+            self._unflatten(bucket, flat)
+        self._inflight = []
+
+    @staticmethod
+    def _unflatten(bucket, flat):
+        off = 0
         with no_grad():
             for p in bucket:
                 n = p._value.size
@@ -125,6 +155,7 @@ class DistributedDataParallel(Module):
         missing = [p for b in range(self._next, len(self._buckets)) for p in self._buckets[b]
                    if id(p) not in self._ready[b]]
         if missing and not self.find_unused_parameters:
+            self._settle()
             self._reset()
             order = {id(p): i for i, p in enumerate(self._params)}
             names = ", ".join(self._names.get(id(p), "?") for p in sorted(missing, key=lambda p: order[id(p)]))
@@ -133,11 +164,13 @@ class DistributedDataParallel(Module):
                                    f"does not use every parameter")
         for b in range(self._next, len(self._buckets)):
             self._reduce(self._buckets[b])
+        self._settle()
         self._reset()
 
     def _reset(self):
         self._ready = [set() for _ in self._buckets]
         self._next = 0
+        self._inflight = []
 
     # -- broadcasts -------------------------------------------------------------------------------
     def _host(self, t, what):
