@@ -418,6 +418,34 @@ dist.destroy_process_group()
         assert got["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS", "1")
 
 
+def _readme_ddp_example():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = text[text.index("# torchlean launch --nproc-per-node 2 train_ddp.py"):]
+    return code[:code.index("```")]
+
+
+def test_the_readme_ddp_example_trains_on_the_cpu_backend(tmp_path):
+    """The README's multi-GPU script with the CPU backend: every rank ends with rank 0's weights moved by
+    the averaged gradients (the same model on both ranks), and rank 0 wrote the checkpoint."""
+    code = _readme_ddp_example()
+    cpu = code.replace('"nccl"', '"gloo"').replace("torch.cuda.set_device(local)\n", "").replace(".cuda()", "")
+    cpu = cpu.replace(",\n            device_ids=[local])", ")")
+    assert not any("cuda" in ln.split("#")[0] for ln in cpu.splitlines())     # nothing left for the GPU
+    cpu = cpu.replace('"model.pt"', 'os.path.join(sys.argv[1], "model.pt")').replace("import os,", "import sys, os,")
+    cpu += ("w = torch.cat([p.detach().reshape(-1) for p in model.parameters()])\n"
+            "open(os.path.join(sys.argv[1], f'w{rank}.txt'), 'w').write(repr(w.tolist()))\n")
+    r = _launch(tmp_path, cpu, "--nproc-per-node", "2", timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    w0, w1 = ((tmp_path / f"w{k}.txt").read_text() for k in (0, 1))
+    assert w0 == w1
+    sd = tl.load(str(tmp_path / "model.pt"))
+    assert sorted(sd) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    np.testing.assert_array_equal(np.concatenate([sd[k].numpy().reshape(-1) for k in ("0.weight", "0.bias",
+                                                                                       "2.weight", "2.bias")]),
+                                  np.array(eval(w0), dtype=np.float32))
+
+
 def test_worker_environment_of_a_second_machine():
     from torchlean.distributed.launch import worker_env
     env = worker_env({"PATH": "/bin"}, 1, 4, 2, 1, "10.0.0.1", 29400, "job7")
