@@ -69,53 +69,6 @@ _MARK = "bench ddp worker failed:"
 TINY = "tiny-gpt"
 
 
-def tiny_gpt(T):
-    """bench scale's GPT shape at toy size for the CPU smoke run (``build`` has fixed sizes): 2 x 64,
-    4 heads, vocab 512, T 32, 8 sequences; ``(model, batch, loss_fn)`` as ``build`` gives."""
-    nn, F = T.nn, T.nn.functional
-    vocab, block, layers, d, heads, batch = 512, 32, 2, 64, 4, 8
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            B, L, C = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-            q, k, v = (t.view(B, L, heads, C // heads).transpose(1, 2) for t in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(y.transpose(1, 2).contiguous().view(B, L, C))
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(block, d)
-            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
-            self.ln_f = nn.LayerNorm(d)
-            self.head = nn.Linear(d, vocab, bias=False)
-            self.head.weight = self.wte.weight  # tied, as GPT-2
-            for e in (self.wte, self.wpe):
-                nn.init.normal_(e.weight, std=0.02)
-
-        def forward(self, idx):
-            x = self.wte(idx) + self.wpe(T.arange(idx.shape[1], device=idx.device))
-            for b in self.blocks:
-                x = b(x)
-            return self.head(self.ln_f(x))
-
-    return (GPT(), lambda rng: (rng.integers(0, vocab, (batch, block)), rng.integers(0, vocab, (batch, block))),
-            lambda m, x, y: F.cross_entropy(m(x).reshape(-1, vocab), y.reshape(-1)))
-
-
-def model_for(T, name):
-    """``build(T, name)``, or the toy GPT for ``name == TINY``."""
-    return tiny_gpt(T) if name == TINY else build(T, name)
-
-
 # ---- the data ------------------------------------------------------------------------------------
 
 def shard(batch_fn, step, index, per):
@@ -170,7 +123,7 @@ def worker(args) -> int:
     device = "cuda" if cuda else "cpu"   # the current device: this process's GPU
 
     T.manual_seed(args.seed)
-    model, batch_fn, loss_fn = model_for(T, args.model)
+    model, batch_fn, loss_fn = build(T, args.model)
     per = args.batch or len(batch_fn(np.random.default_rng(0))[0])
     shards = args.shards or world
     if shards % world:

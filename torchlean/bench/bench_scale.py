@@ -156,6 +156,8 @@ def build(T, name):
                 classify)
     if name == "lstm":
         return LSTMLM(8192, 512, 2), tokens(8192, 64, 256), lm_loss(8192)
+    if name == "tiny-gpt":   # the GPT at toy size, for smoke runs on a CPU (not in MODELS)
+        return GPT(512, 32, 2, 64, 4), tokens(512, 8, 32), lm_loss(512)
     raise SystemExit(f"bench scale: unknown model {name!r} (known: {', '.join(MODELS)})")
 
 
