@@ -406,17 +406,133 @@ def test_scalers_without_cuda_disable_themselves_with_torchs_warning():
             m.cuda.amp.autocast(enabled=False)
 
 
-def test_enabled_mixed_precision_raises_a_clear_error():
+def test_enabled_autocast_raises_a_clear_error():
     for make in (lambda: tl.autocast("cpu"), lambda: tl.autocast(device_type="cpu", dtype=tl.bfloat16),
-                 lambda: tl.amp.autocast("cpu", dtype=tl.float16), lambda: tl.amp.GradScaler("cpu"),
-                 lambda: tl.amp.GradScaler("cpu", enabled=True)):
+                 lambda: tl.amp.autocast("cpu", dtype=tl.float16)):
         with pytest.raises(BackendUnavailableError, match=r"mixed precision .* not supported .*issue 20"):
             make()
     if CUDA:
         with pytest.raises(BackendUnavailableError, match="issue 20"):
             tl.autocast("cuda")
-        with pytest.raises(BackendUnavailableError, match="issue 20"):
-            tl.amp.GradScaler()
+
+
+# ---- the enabled GradScaler against torch's ----------------------------------------------------------
+
+def _scaled_fit(m, steps, device="cpu", poison=(), two_optimizers=False, clip=None, gain=1.0, **kw):
+    """Adam on a fixed regression through an enabled GradScaler. ``poison``: steps whose loss is
+    multiplied by NaN. Returns per step (scale, growth tracker, step's return, weights)."""
+    lin = m.nn.Linear(3, 2).to(device)
+    other = m.nn.Linear(3, 2).to(device)
+    with m.no_grad():
+        lin.weight.copy_(m.tensor([[0.5, -0.25, 0.125], [0.3, 0.2, -0.1]]))
+        lin.bias.copy_(m.tensor([0.1, -0.2]))
+        other.weight.copy_(m.tensor([[0.2, 0.1, 0.0], [-0.1, 0.4, 0.3]]))
+        other.bias.fill_(0.0)
+    opts = [m.optim.Adam(lin.parameters(), lr=0.01)]
+    if two_optimizers:
+        opts.append(m.optim.SGD(other.parameters(), lr=0.1))
+    x = m.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0], [0.0, -1.0, 1.0], [2.0, 2.0, -1.0]], device=device)
+    y = m.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.5], [2.0, -2.0]], device=device)
+    scaler = m.amp.GradScaler(device, **kw)
+    out = []
+    for k in range(steps):
+        for o in opts:
+            o.zero_grad()
+        loss = ((lin(x) - y) ** 2).mean() + (((other(x) - y) ** 2).mean() if two_optimizers else 0.0)
+        if k in poison:
+            loss = loss * float("nan")
+        loss = loss * gain
+        scaler.scale(loss).backward()
+        if clip is not None:
+            scaler.unscale_(opts[0])
+            m.nn.utils.clip_grad_norm_(lin.parameters(), clip)
+        rets = [scaler.step(o) for o in opts]
+        scaler.update()
+        w = [p.detach().cpu().reshape(-1).tolist() for p in [*lin.parameters(), *other.parameters()]]
+        out.append((scaler.get_scale(), scaler.state_dict()["_growth_tracker"], rets, w))
+    return out, scaler
+
+
+@pytest.mark.parametrize("case", ["overflow", "overflow_then_growth", "nan_steps", "clip", "two_optimizers"])
+def test_enabled_grad_scaler_matches_torch(case):
+    kw = {"overflow": dict(init_scale=2.0 ** 126, gain=1e6, backoff_factor=2.0 ** -8, growth_interval=2),
+          "overflow_then_growth": dict(init_scale=2.0 ** 127, growth_interval=3),   # growth would overflow
+          "nan_steps": dict(init_scale=2.0 ** 10, growth_interval=2, poison=(1, 2, 5)),
+          "clip": dict(init_scale=2.0 ** 12, clip=0.5, poison=(3,)),
+          "two_optimizers": dict(init_scale=2.0 ** 8, two_optimizers=True, poison=(2,), growth_interval=2,
+                                 backoff_factor=0.25, growth_factor=4.0)}[case]
+    (a, sa), (b, sb) = _scaled_fit(tl, 9, **kw), _scaled_fit(torch, 9, **kw)
+    for k, ((sc_a, tr_a, r_a, w_a), (sc_b, tr_b, r_b, w_b)) in enumerate(zip(a, b)):
+        assert (sc_a, tr_a, r_a) == (sc_b, tr_b, r_b), f"step {k}"
+        np.testing.assert_allclose(np.concatenate(w_a), np.concatenate(w_b), rtol=1e-6, atol=1e-7,
+                                   err_msg=f"step {k}")
+    assert sa.state_dict() == sb.state_dict()
+    scales = [kw["init_scale"]] + [step[0] for step in a]
+    if case == "overflow":                      # the scaled gradients overflow until the scale has backed off
+        first = next(k for k in range(9) if a[k][3] != (a[k - 1][3] if k else None) and scales[k + 1] >= scales[k])
+        assert first >= 2 and scales[first] == 2.0 ** (126 - 8 * first)
+    if case == "overflow_then_growth":          # growing past float32's range is refused: the scale stays
+        assert set(scales) == {2.0 ** 127} and [step[1] for step in a][:4] == [1, 2, 0, 1]
+    for k in kw.get("poison", ()):
+        assert a[k][3] == a[k - 1][3] and scales[k + 1] < scales[k]   # skipped, and the scale backed off
+
+
+def test_enabled_grad_scaler_api_and_errors_match_torch():
+    import pickle
+    for m in (tl, torch):
+        s = m.amp.GradScaler("cpu", init_scale=8.0, growth_interval=5)
+        assert s.is_enabled() and s.get_scale() == 8.0
+        assert s.state_dict() == {"scale": 8.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                  "growth_interval": 5, "_growth_tracker": 0}
+        w = m.nn.Parameter(m.tensor([1.0, -2.0]))
+        opt = m.optim.SGD([w], lr=0.1)
+        with pytest.raises((RuntimeError, AssertionError), match="Attempted unscale_ but _scale is None"):
+            s.unscale_(opt)
+        pair = s.scale([m.tensor(1.0), (m.tensor(2.0), m.tensor(3.0))])
+        assert isinstance(pair, list) and isinstance(pair[1], tuple) and [pair[0].item(), pair[1][1].item()] == [8.0, 24.0]
+        gen = s.scale(iter([m.tensor(0.5)]))
+        assert not isinstance(gen, (list, tuple)) and [t.item() for t in gen] == [4.0]
+        with pytest.raises(ValueError, match="outputs must be a Tensor or an iterable of Tensors"):
+            s.scale(3.0)
+        s.scale((w * w).sum()).backward()
+        s.unscale_(opt)
+        assert w.grad.tolist() == [2.0, -4.0]
+        with pytest.raises(RuntimeError, match=r"unscale_\(\) has already been called on this optimizer"):
+            s.unscale_(opt)
+        with pytest.raises(RuntimeError, match="Closure use is not currently supported"):
+            s.step(opt, closure=lambda: 0.0)
+        s.step(opt)
+        with pytest.raises(RuntimeError, match=r"step\(\) has already been called since the last update"):
+            s.step(opt)
+        with pytest.raises(RuntimeError, match=r"unscale_\(\) is being called after step"):
+            s.unscale_(opt)
+        s.update(new_scale=32.0)
+        assert s.get_scale() == 32.0
+        s.update(m.tensor(4.0))
+        assert s.get_scale() == 4.0
+        clone = pickle.loads(pickle.dumps(s))
+        assert clone.state_dict() == s.state_dict() and clone.get_scale() == 4.0
+        t = m.amp.GradScaler("cpu")
+        t.load_state_dict(s.state_dict())
+        assert t.state_dict() == s.state_dict()
+        with pytest.raises(RuntimeError, match="The source state dict is empty"):
+            t.load_state_dict({})
+        with pytest.raises((ValueError, AssertionError), match="growth factor must be > 1.0"):
+            m.amp.GradScaler("cpu", growth_factor=1.0)
+        with pytest.raises((ValueError, AssertionError), match="backoff factor must be < 1.0"):
+            m.amp.GradScaler("cpu", backoff_factor=1.0)
+
+
+@pytest.mark.cuda
+def test_enabled_grad_scaler_on_cuda_matches_the_cpu():
+    if not CUDA:
+        pytest.skip("needs CUDA")
+    kw = dict(init_scale=2.0 ** 127, growth_interval=3, poison=(5,))
+    a, _ = _scaled_fit(tl, 9, device="cuda", **kw)
+    b, _ = _scaled_fit(tl, 9, device="cpu", **kw)
+    for (sc_a, tr_a, r_a, w_a), (sc_b, tr_b, r_b, w_b) in zip(a, b):
+        assert (sc_a, tr_a, r_a) == (sc_b, tr_b, r_b)
+        np.testing.assert_allclose(np.concatenate(w_a), np.concatenate(w_b), rtol=1e-5, atol=1e-6)
 
 
 def test_autocast_disabled_forms_match_torch():

@@ -1,11 +1,11 @@
 """``torchlean.amp``: torch's mixed-precision names, honest about what runs.
 
-float16 / bfloat16 autocast is not supported yet (issue 20). What works now is what programs
-write when mixed precision is off: ``autocast(..., enabled=False)`` is a context manager and
-decorator that changes nothing, and ``GradScaler(enabled=False)`` is torch's disabled scaler, a
-pass-through (``scale`` returns the loss, ``step`` calls ``optimizer.step``). As in torch, asking
-for CUDA autocast or a CUDA scaler where CUDA is not available warns and disables them. Any
-autocast or scaler that would really change precision raises :class:`MixedPrecisionUnsupported`.
+float16 / bfloat16 autocast is not supported yet (issue 20): ``autocast(..., enabled=False)`` is a
+context manager and decorator that changes nothing, and an enabled autocast raises
+:class:`MixedPrecisionUnsupported`. :class:`GradScaler` is torch's dynamic loss scaler, enabled or
+not (a disabled one is a pass-through: ``scale`` returns the loss, ``step`` calls
+``optimizer.step``). As in torch, asking for CUDA autocast or a CUDA scaler where CUDA is not
+available warns and disables them.
 
     >>> import torchlean as tl
     >>> scaler = tl.amp.GradScaler(enabled=False)
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections import abc
 
 from .errors import BackendUnavailableError, DeviceError, DTypeError
 
@@ -98,20 +99,36 @@ class autocast:
         return wrapped
 
 
+class _Stage:
+    READY, UNSCALED, STEPPED = "ready", "unscaled", "stepped"
+
+
 class GradScaler:
     """torch.amp.GradScaler(device="cuda", init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5,
-    growth_interval=2000, enabled=True).
+    growth_interval=2000, enabled=True): dynamic loss scaling, as torch's.
 
-    Disabled (``enabled=False``, or a CUDA scaler where CUDA is not available, with torch's
-    warning) it is torch's disabled scaler: ``scale`` returns its argument, ``unscale_`` and
-    ``update`` do nothing, ``step(optimizer, *args, **kwargs)`` returns ``optimizer.step(*args,
-    **kwargs)``, ``get_scale()`` is 1.0, ``state_dict()`` is ``{}`` and ``load_state_dict`` ignores
-    its argument. Enabled it raises :class:`MixedPrecisionUnsupported` (issue 20).
+    ``scale(loss)`` multiplies by the scale (a float32 0-d tensor on the loss's device, made at the
+    first call); ``unscale_(optimizer)`` multiplies every gradient of the optimizer in place by the
+    reciprocal (computed in float64, rounded to float32) and records on the device whether any was
+    inf or NaN; ``step(optimizer)`` unscales if that was not done, reads that flag (the one host
+    synchronisation of the step) and calls ``optimizer.step`` only when every gradient was finite;
+    ``update()`` then multiplies the scale by ``backoff_factor`` after a skipped step, or by
+    ``growth_factor`` after ``growth_interval`` finite steps in a row (when the product is finite).
+    The stage checks, error messages, ``state_dict`` and pickling are torch's.
+
+    Disabled (``enabled=False``, or a CUDA scaler where CUDA is not available, with torch's warning)
+    it is torch's disabled scaler: ``scale`` returns its argument, ``unscale_`` and ``update`` do
+    nothing, ``step(optimizer, *args, **kwargs)`` returns ``optimizer.step(*args, **kwargs)``,
+    ``get_scale()`` is 1.0, ``state_dict()`` is ``{}`` and ``load_state_dict`` ignores its argument.
 
         >>> import torchlean as tl
-        >>> s = tl.amp.GradScaler(enabled=False)
-        >>> s.is_enabled(), s.get_scale()
-        (False, 1.0)
+        >>> w = tl.nn.Parameter(tl.tensor([1.0, 2.0]))
+        >>> opt = tl.optim.SGD([w], lr=0.5)
+        >>> scaler = tl.amp.GradScaler("cpu", init_scale=1024.0)
+        >>> scaler.scale((w * w).sum()).backward()     # gradients 1024 x [2, 4]
+        >>> scaler.step(opt); scaler.update()
+        >>> w.tolist(), scaler.get_scale()
+        ([0.0, 0.0], 1024.0)
     """
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
@@ -123,31 +140,156 @@ class GradScaler:
             warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
                           UserWarning, stacklevel=2)
             enabled = False
-        if enabled:
-            raise MixedPrecisionUnsupported(f"GradScaler(device={device!r}, enabled=True): {_ISSUE}")
-        self._enabled = False
+        self._enabled = bool(enabled)
         self._init_scale, self._growth_factor = init_scale, growth_factor
         self._backoff_factor, self._growth_interval = backoff_factor, growth_interval
+        if self._enabled:
+            if not growth_factor > 1.0:
+                raise ValueError("GradScaler: the growth factor must be > 1.0.")
+            if not backoff_factor < 1.0:
+                raise ValueError("GradScaler: the backoff factor must be < 1.0.")
+            self._init_growth_tracker = 0
+            self._scale = None            # float32 0-d tensor, made by the first scale()
+            self._growth_tracker = None   # int32 0-d tensor
+            self._per_optimizer_states: dict = {}
 
     def is_enabled(self) -> bool:
         return self._enabled
 
+    # -- the scale ------------------------------------------------------------------------------
+    def _state(self, optimizer) -> dict:
+        return self._per_optimizer_states.setdefault(id(optimizer), {"stage": _Stage.READY, "found_inf": None})
+
+    def _check(self, funcname: str):
+        if self._scale is None or self._growth_tracker is None:
+            raise RuntimeError(f"Attempted {funcname} but _scale is None.  This may indicate your script did not "
+                               f"use scaler.scale(loss or outputs) earlier in the iteration.")
+        return self._scale, self._growth_tracker
+
+    def _lazy_init(self, like) -> None:
+        from .dtypes import float32, int32
+        self._scale = like.new_full((), self._init_scale, dtype=float32)
+        self._growth_tracker = like.new_full((), self._init_growth_tracker, dtype=int32)
+
     def scale(self, outputs):
-        """The outputs unchanged (a disabled scaler multiplies by nothing)."""
-        return outputs
+        """``outputs`` times the scale: a tensor, or (recursively) a list, tuple or other iterable of them
+        (lists and tuples keep their type; another iterable gives a ``map``). Disabled: ``outputs``."""
+        if not self._enabled:
+            return outputs
+        from .tensor import Tensor
+
+        def apply(v):
+            if isinstance(v, Tensor):
+                if self._scale is None:
+                    self._lazy_init(v.detach())
+                return v * self._scale.to(v.device)
+            if isinstance(v, (list, tuple)):
+                return type(v)(map(apply, v))
+            if isinstance(v, abc.Iterable):
+                return map(apply, v)
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+        return apply(outputs)
+
+    def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16: bool):
+        """Multiply every gradient by ``inv_scale`` in place; ``found_inf`` (a float32 0-d tensor per
+        device) becomes 1.0 where a gradient held an inf or NaN. Returns ``{device: found_inf}``."""
+        from .autograd import no_grad
+        from .dtypes import float16
+        per_device = {}
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    if not allow_fp16 and g.dtype == float16:
+                        raise ValueError("Attempting to unscale FP16 gradients.")
+                    dev = str(g.device)
+                    if dev not in per_device:
+                        per_device[dev] = (found_inf.to(g.device), inv_scale.to(g.device))
+                    flag, inv = per_device[dev]
+                    flag.masked_fill_(~g.isfinite().all(), 1.0)
+                    g.mul_(inv.to(g.dtype) if g.dtype != inv.dtype else inv)
+        return {d: f for d, (f, _) in per_device.items()}
 
     def unscale_(self, optimizer) -> None:
-        return None
+        """Divide the gradients of ``optimizer`` by the scale in place (at most once per step), noting
+        on the device whether any is inf or NaN; no host synchronisation."""
+        if not self._enabled:
+            return
+        self._check("unscale_")
+        state = self._state(optimizer)
+        if state["stage"] == _Stage.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        if state["stage"] == _Stage.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        from .dtypes import float32, float64
+        inv_scale = self._scale.to(float64).reciprocal().to(float32)
+        found_inf = self._scale.new_zeros(())
+        state["found_inf"] = self._unscale_grads_(optimizer, inv_scale, found_inf, False)
+        state["stage"] = _Stage.UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
-        """``optimizer.step(*args, **kwargs)``, its return value returned."""
-        return optimizer.step(*args, **kwargs)
+        """``unscale_(optimizer)`` unless done, then ``optimizer.step(*args, **kwargs)`` if every gradient
+        was finite (its return value returned; None when the step was skipped)."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        self._check("step")
+        state = self._state(optimizer)
+        if state["stage"] == _Stage.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if state["stage"] == _Stage.READY:
+            self.unscale_(optimizer)
+        if not state["found_inf"]:
+            raise RuntimeError("No inf checks were recorded for this optimizer.")
+        retval = None
+        if not any(v.item() for v in state["found_inf"].values()):
+            retval = optimizer.step(*args, **kwargs)
+        state["stage"] = _Stage.STEPPED
+        return retval
 
     def update(self, new_scale=None) -> None:
-        return None
+        """Back off after a skipped step, grow after ``growth_interval`` finite ones (class docs), or
+        set the scale to ``new_scale`` (a float, or a one-element tensor without grad)."""
+        if not self._enabled:
+            return
+        scale, tracker = self._check("update")
+        from .autograd import no_grad
+        from .tensor import Tensor
+        with no_grad():
+            if new_scale is not None:
+                if isinstance(new_scale, Tensor):
+                    if new_scale.numel() != 1 or new_scale.requires_grad:
+                        raise ValueError("new_scale should be a float or a 1-element tensor with "
+                                         "requires_grad=False.")
+                    scale.copy_(new_scale.reshape(()).to(scale.device))
+                else:
+                    scale.fill_(new_scale)
+            else:
+                infs = [f.to(scale.device) for st in self._per_optimizer_states.values()
+                        for f in (st["found_inf"] or {}).values()]
+                if not infs:
+                    raise RuntimeError("No inf checks were recorded prior to update.")
+                found = infs[0]
+                for f in infs[1:]:
+                    found = found + f
+                _update_scale_(scale, tracker, found, self._growth_factor, self._backoff_factor,
+                               self._growth_interval)
+        self._per_optimizer_states = {}
 
     def get_scale(self) -> float:
-        return 1.0
+        """The scale as a Python float (the initial one before the first ``scale``; 1.0 disabled)."""
+        if not self._enabled:
+            return 1.0
+        return float(self._init_scale) if self._scale is None else float(self._scale.item())
+
+    def _get_growth_tracker(self) -> int:
+        if not self._enabled:
+            return 0
+        return self._init_growth_tracker if self._growth_tracker is None else int(self._growth_tracker.item())
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -168,12 +310,62 @@ class GradScaler:
         self._growth_interval = new_interval
 
     def state_dict(self) -> dict:
-        """``{}``, as torch's disabled scaler (so checkpoints written by torch with it load here)."""
-        return {}
+        """torch's: ``scale``, ``growth_factor``, ``backoff_factor``, ``growth_interval`` and
+        ``_growth_tracker``; ``{}`` when disabled (so checkpoints load across torch and torchlean)."""
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
+                "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state_dict) -> None:
-        """Ignored, as by torch's disabled scaler."""
-        return
+        """Restore :meth:`state_dict` (ignored when disabled; an empty dict raises, as torch's)."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
+                               "instance of GradScaler.")
+        self._init_scale = float(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._init_growth_tracker = int(state_dict["_growth_tracker"])
+        from .autograd import no_grad
+        with no_grad():
+            if self._scale is not None:
+                self._scale.fill_(self._init_scale)
+            if self._growth_tracker is not None:
+                self._growth_tracker.fill_(self._init_growth_tracker)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        if self._enabled:
+            if self._per_optimizer_states:
+                raise RuntimeError("A GradScaler instance may only be pickled at the beginning of an iteration, "
+                                   "or at the end after scaler.update().")
+            state["_init_scale"] = self.get_scale()
+            state["_init_growth_tracker"] = self._get_growth_tracker()
+            state["_scale"] = None
+            state["_growth_tracker"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+
+def _update_scale_(scale, tracker, found_inf, growth_factor, backoff_factor, growth_interval) -> None:
+    """torch's ``_amp_update_scale_`` on the device, in place: after an inf or NaN the scale times
+    ``backoff_factor`` and the tracker 0; otherwise the tracker counts finite steps and at
+    ``growth_interval`` the scale grows by ``growth_factor`` (kept when the product is not finite)
+    and the tracker restarts."""
+    bad = found_inf > 0
+    count = tracker + 1
+    grow = count == growth_interval
+    grown = scale * growth_factor
+    new_scale = (scale * backoff_factor).where(bad, grown.where(grow & grown.isfinite(), scale))
+    new_tracker = (count * 0).where(bad | grow, count)
+    scale.copy_(new_scale)
+    tracker.copy_(new_tracker.to(tracker.dtype))
 
 
 class CudaAutocast(autocast):
