@@ -35,8 +35,8 @@ def __getattr__(name):
         return getattr(importlib.import_module(f"{__name__}.cuda"), name)
     if name in ("set_num_threads", "get_num_threads"):
         return getattr(importlib.import_module(f"{__name__}.threads"), name)
-    if name == "autocast":
-        return importlib.import_module(f"{__name__}.amp").autocast
+    if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
+        return getattr(importlib.import_module(f"{__name__}.amp"), name)
     if name in ("save", "load"):
         from . import serialization
         return getattr(serialization, name)

@@ -18,15 +18,17 @@ available warns and disables them.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from collections import abc
 
 from .errors import BackendUnavailableError, DeviceError, DTypeError
 
-__all__ = ["GradScaler", "MixedPrecisionUnsupported", "autocast", "is_autocast_available"]
+__all__ = ["GradScaler", "MixedPrecisionUnsupported", "autocast", "is_autocast_available", "is_autocast_enabled",
+           "get_autocast_dtype"]
 
-_ISSUE = ("mixed precision (float16 / bfloat16 autocast and gradient scaling) is not supported by "
-          "torchlean yet (issue 20); pass enabled=False, or remove the autocast / GradScaler")
+_ISSUE_CUDA = ("mixed precision on CUDA (float16 / bfloat16 autocast) is not supported by torchlean yet "
+               "(issue 20); pass enabled=False, or remove the autocast")
 
 
 class MixedPrecisionUnsupported(BackendUnavailableError):
@@ -39,24 +41,151 @@ def _cuda_available() -> bool:
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """torch's: whether autocast exists for ``device_type``. False: not supported yet (issue 20)."""
+    """torch's: whether autocast exists for ``device_type``: the CPU (float16 for now); not CUDA yet
+    (issue 20)."""
     if not isinstance(device_type, str):
         raise DeviceError(f"is_autocast_available: expected device_type of type str, got {type(device_type)}")
-    return False
+    return device_type == "cpu"
+
+
+# ---- autocast's op lists (torch's, by the public name of the function) ----------------------------
+
+#: CPU autocast (torch's AutocastCPU kernels): "lower" ops run in the autocast dtype, "fp32" ops in
+#: float32, "promote" ops in the widest floating dtype of their inputs. Ops not listed run in the dtypes
+#: they are given. Names are torchlean's public functions (``linalg_`` / ``fft_`` prefixed for those
+#: modules); ``_conv`` / ``_conv_transpose`` are the helpers the convolution modules call.
+CPU_POLICY = {
+    **dict.fromkeys(("conv1d", "conv2d", "conv3d", "_conv", "bmm", "mm", "linalg_vecdot", "baddbmm", "addmm",
+                     "addbmm", "linear", "matmul", "__matmul__", "__rmatmul__", "conv_transpose1d",
+                     "conv_transpose2d", "conv_transpose3d", "_conv_transpose", "prelu",
+                     "scaled_dot_product_attention"), "lower"),
+    **dict.fromkeys(("avg_pool3d", "binary_cross_entropy", "grid_sample", "polar", "prod", "quantile",
+                     "nanquantile", "stft", "cdist", "trace", "view_as_complex", "cholesky", "cholesky_inverse",
+                     "cholesky_solve", "inverse", "lu_solve", "orgqr", "ormqr", "pinverse", "max_pool3d",
+                     "max_unpool2d", "max_unpool3d", "adaptive_avg_pool3d", "mse_loss", "cosine_embedding_loss",
+                     "nll_loss", "hinge_embedding_loss", "poisson_nll_loss", "smooth_l1_loss", "cross_entropy",
+                     "l1_loss", "huber_loss", "margin_ranking_loss", "soft_margin_loss", "triplet_margin_loss",
+                     "multi_margin_loss", "ctc_loss", "kl_div", "multilabel_margin_loss",
+                     "binary_cross_entropy_with_logits", "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn",
+                     "fft_ifftn", "fft_rfft", "fft_irfft", "fft_rfft2", "fft_irfft2", "fft_rfftn", "fft_irfftn",
+                     "fft_hfft", "fft_ihfft", "linalg_cond", "linalg_matrix_rank", "linalg_solve",
+                     "linalg_cholesky", "linalg_svdvals", "linalg_eigvals", "linalg_eigvalsh", "linalg_inv",
+                     "linalg_householder_product", "linalg_tensorinv", "linalg_tensorsolve", "geqrf", "qr", "svd",
+                     "triangular_solve", "fractional_max_pool2d", "fractional_max_pool3d", "adaptive_max_pool3d",
+                     "linalg_qr", "linalg_cholesky_ex", "linalg_svd", "linalg_eig", "linalg_eigh", "linalg_lstsq",
+                     "linalg_inv_ex"), "fp32"),
+    **dict.fromkeys(("stack", "cat", "concat", "concatenate", "index_copy"), "promote"),
+}
+
+
+class _AutocastState(threading.local):
+    """Per thread: the autocast dtype of each device type (None: off) and how deep the calls of
+    autocast ops are (an op's own inner calls run as written, as in torch)."""
+
+    def __init__(self):
+        self.dtypes = {"cpu": None, "cuda": None}
+        self.active = 0
+        self.inside = 0
+
+
+_STATE = _AutocastState()
+
+
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    """Whether autocast is on for ``device_type`` in this thread."""
+    return _STATE.dtypes.get(device_type) is not None
+
+
+def get_autocast_dtype(device_type: str):
+    """The autocast dtype of ``device_type`` (the default one when autocast is off: bfloat16 on the CPU,
+    float16 on CUDA, as torch's)."""
+    from .dtypes import bfloat16, float16
+    d = _STATE.dtypes.get(device_type)
+    return d if d is not None else (bfloat16 if device_type == "cpu" else float16)
+
+
+def _eligible(t, device_type):
+    return t.dtype.kind == "f" and t.dtype.name != "float64" and t.device.type == device_type
+
+
+def _cast_args(policy, dtype, device_type, args, kwargs):
+    from .dtypes import float32, promote_types
+    from .tensor import Tensor
+    if policy == "promote":
+        target = dtype
+        for a in [*args, *kwargs.values()]:
+            for t in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(t, Tensor) and _eligible(t, device_type):
+                    target = promote_types(target, t.dtype)
+    else:
+        target = dtype if policy == "lower" else float32
+
+    def cast(a):
+        if isinstance(a, Tensor):
+            return a.to(target) if _eligible(a, device_type) and a.dtype != target else a
+        if isinstance(a, (list, tuple)) and any(isinstance(t, Tensor) for t in a):
+            return type(a)(cast(t) for t in a)
+        return a
+
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def autocast_op(name: str, fn):
+    """``fn`` (the public function ``name``) under autocast's policy for ``name``; ``fn`` itself when
+    no device type lists it. The check costs one attribute read while autocast is off."""
+    policy = CPU_POLICY.get(name)
+    if policy is None or getattr(fn, "_autocast", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        st = _STATE
+        if not st.active or st.inside:
+            return fn(*args, **kwargs)
+        dtype = st.dtypes["cpu"]
+        if dtype is not None:
+            args, kwargs = _cast_args(policy, dtype, "cpu", args, kwargs)
+        st.inside += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            st.inside -= 1
+
+    wrapped._autocast = True
+    return wrapped
+
+
+def autocast_namespace(namespace: dict, prefix: str = "", names=None) -> None:
+    """Put :func:`autocast_op` around every function of ``namespace`` (a module's globals) that the op
+    lists name (as ``prefix + name``), or only around ``names``."""
+    for n in list(namespace) if names is None else names:
+        f = namespace.get(n)
+        if callable(f) and not isinstance(f, type) and (prefix + n) in CPU_POLICY:
+            namespace[n] = autocast_op(prefix + n, f)
 
 
 class autocast:
     """torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None).
 
+    A context manager and decorator. Enabled on the CPU with ``dtype=float16``, the ops of
+    :data:`CPU_POLICY` cast their floating-point CPU inputs (float64 excepted) as torch's CPU autocast
+    does: matrix products, linear, convolutions, ``prelu`` and attention to float16; losses, pooling
+    in 3-d, decompositions and FFTs to float32; ``cat``/``stack``/``index_copy`` to the widest input.
+    The casts are recorded ops, so gradients reach float32 parameters in float32. Regions nest; an
+    ``enabled=False`` region inside turns it off. An op's own inner calls are not cast again.
+
     Disabled (``enabled=False``, or CUDA asked for where CUDA is not available, or a CPU dtype
     that torch's CPU autocast refuses, each with torch's warning) it runs the block or function
-    unchanged. Enabled it raises :class:`MixedPrecisionUnsupported` (issue 20).
-    ``cache_enabled`` only concerns the cast cache of an enabled autocast: no effect here.
+    unchanged. CUDA autocast, and bfloat16 on the CPU (torch's CPU default), raise
+    :class:`MixedPrecisionUnsupported` (issue 20). ``cache_enabled`` concerns torch's cache of casts of
+    the same weight within a region: no effect here (each use casts again, to the same values).
 
         >>> import torchlean as tl
-        >>> with tl.autocast(device_type="cpu", enabled=False):
-        ...     (tl.ones(2) * 2).tolist()
-        [2.0, 2.0]
+        >>> with tl.autocast(device_type="cpu", dtype=tl.float16):
+        ...     y = tl.nn.functional.linear(tl.ones(2, 3), tl.ones(4, 3))
+        ...     loss = tl.nn.functional.mse_loss(y, tl.zeros(2, 4))
+        >>> y.dtype, loss.dtype
+        (torchlean.float16, torchlean.float32)
     """
 
     def __init__(self, device_type: str, dtype=None, enabled: bool = True, cache_enabled=None):
@@ -80,15 +209,31 @@ class autocast:
                           "CPU Autocast only supports dtypes of torch.bfloat16, torch.float16 currently.",
                           UserWarning, stacklevel=2)
             enabled = False
-        if enabled:
+        if enabled and device_type == "cuda":
             raise MixedPrecisionUnsupported(
-                f"autocast(device_type={device_type!r}, dtype={self.fast_dtype.name}): {_ISSUE}")
-        self._enabled = False
+                f"autocast(device_type={device_type!r}, dtype={self.fast_dtype.name}): {_ISSUE_CUDA}")
+        if enabled and self.fast_dtype == bfloat16:
+            raise MixedPrecisionUnsupported(
+                "autocast(device_type='cpu', dtype=bfloat16): bfloat16 kernels on the CPU are not supported yet "
+                "(issue 20); pass dtype=torch.float16")
+        self._enabled = bool(enabled)
+        self._prev = []
 
     def __enter__(self):
+        st = _STATE
+        old = st.dtypes[self.device]
+        self._prev.append(old)
+        new = self.fast_dtype if self._enabled else None
+        st.dtypes[self.device] = new
+        st.active += (new is not None) - (old is not None)
         return self
 
     def __exit__(self, *exc):
+        st = _STATE
+        old = self._prev.pop()
+        new = st.dtypes[self.device]
+        st.dtypes[self.device] = old
+        st.active += (old is not None) - (new is not None)
         return False
 
     def __call__(self, fn):

@@ -33,6 +33,7 @@ from .ops.linalg import square as _square
 from .spec.linalg import QR_MODES, qr_shapes, svd_shapes
 from .ops import where
 from .tensor import Tensor, record
+from .amp import autocast_namespace
 
 __all__ = ["LinAlgError", "norm", "vector_norm", "matrix_norm", "inv", "solve", "lstsq", "cholesky", "qr", "svd",
            "svdvals", "eigh", "eigvalsh", "det", "slogdet", "matrix_rank", "pinv", "cross", "matmul",
@@ -355,3 +356,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor:
         raise ShapeError(f"linalg.norm: input must be 1-D or 2-D when dim is None and ord is not None, "
                          f"got shape {A.shape}")
     return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+# The decompositions of autocast's lists run in float32 inside an autocast region (torchlean.amp).
+autocast_namespace(globals(), prefix="linalg_")

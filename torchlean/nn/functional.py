@@ -20,6 +20,7 @@ from ..errors import DomainError, DTypeError, IndexRangeError, TorchLeanError
 from ..autograd import record
 from ..ops import arange, where
 from ..tensor import Tensor, next_rng_key
+from ..amp import autocast_namespace
 
 __all__ = ["linear", "dropout", "one_hot"]
 
@@ -114,3 +115,7 @@ __all__ += [n for n in _reexport(globals(), __name__.rpartition(".")[0],
                                   "functional_losses", "functional_resample", "functional_pooling",
                                   "functional_attention", "functional_sparse", "functional_extra"))
             if n not in __all__]
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

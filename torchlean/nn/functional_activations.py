@@ -25,6 +25,7 @@ from ..linalg import vector_norm
 from ..ops import broadcast_shapes, rand, where
 from ..ops import relu as _relu
 from ..tensor import Tensor, as_dtype
+from ..amp import autocast_namespace
 
 __all__ = ["relu", "relu6", "leaky_relu", "prelu", "rrelu", "elu", "selu", "celu", "gelu", "silu", "mish",
            "hardswish", "hardsigmoid", "hardtanh", "hardshrink", "softshrink", "tanhshrink", "softsign",
@@ -371,3 +372,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     if d.ndim == 0:
         return d.abs() if p != 0 else (d != 0).to(dtype=d.dtype)
     return vector_norm(d, p, -1, keepdim=keepdim)
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

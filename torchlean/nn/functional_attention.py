@@ -24,6 +24,7 @@ from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..ops import cat, where, zeros
 from ..tensor import Tensor, next_rng_key
 from . import functional_layers as FL
+from ..amp import autocast_namespace
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -337,3 +338,7 @@ def _same_unsqueeze(query, key, value, dim):
     k = q if key is query else key.unsqueeze(dim)
     v = k if value is key else q if value is query else value.unsqueeze(dim)
     return q, k, v
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

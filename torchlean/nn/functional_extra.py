@@ -22,6 +22,7 @@ from .functional_resample import (
     adaptive_max_pool3d,
     channel_shuffle,
 )
+from ..amp import autocast_namespace
 
 __all__ = [
     "adaptive_max_pool1d_with_indices",
@@ -307,3 +308,7 @@ leaky_relu_ = _inplace("leaky_relu_", FA.leaky_relu)
 hardtanh_ = _inplace("hardtanh_", FA.hardtanh)
 rrelu_ = _inplace("rrelu_", FA.rrelu)
 threshold_ = _inplace("threshold_", FA.threshold)
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

@@ -25,6 +25,7 @@ from ..autograd import record
 from ..kernels import get_kernels
 from ..ops import ones, zeros
 from ..tensor import Tensor
+from ..amp import autocast_namespace
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_transpose_nd", "smooth_max_pool", "multi_head_attention", "spectral_conv1d",
@@ -493,3 +494,7 @@ def irfft(p, n=None):
             raise ShapeError(f"irfft: input must be a packed half-spectrum (..., bins, 2), got shape {p.shape}")
         n = 2 * (p.shape[-2] - 1)
     return record("irfft", (p,), {"n": n})
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

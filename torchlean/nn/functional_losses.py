@@ -24,6 +24,7 @@ from ..ops import cat, stack, where
 from ..shape import broadcast_shapes
 from ..tensor import Tensor
 from .functional_activations import pairwise_distance
+from ..amp import autocast_namespace
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
@@ -698,3 +699,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     if swap:
         d_neg = d_neg.minimum(distance_function(positive, negative))
     return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction)
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

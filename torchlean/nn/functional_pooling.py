@@ -28,6 +28,7 @@ from ..autograd import record
 from ..errors import DomainError, DTypeError, IndexRangeError, ShapeError, TorchLeanError
 from ..ops import cat, einsum, full, rand, tensor, where, zeros
 from ..tensor import Tensor, int64
+from ..amp import autocast_namespace
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
            "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d",
@@ -722,3 +723,7 @@ def bilinear(input1, input2, weight, bias=None):
         raise ShapeError(f"{op}: bias {tuple(bias.shape)} must have shape ({weight.shape[0]},)")
     y = einsum("...i,oij,...j->...o", input1, weight, input2)
     return y if bias is None else y + bias
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

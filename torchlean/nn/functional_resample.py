@@ -26,6 +26,7 @@ from ..errors import DomainError, DTypeError, ShapeError, TorchLeanError
 from ..ops import cat, full, index_select, tensor, where
 from ..tensor import Tensor
 from .functional_pooling import avg_pool1d, avg_pool2d, avg_pool3d
+from ..amp import autocast_namespace
 
 __all__ = ["pad", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
@@ -571,3 +572,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # n
     k = _tup("lp_pool3d", kernel_size, 3, "kernel_size")
     out = avg_pool3d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return _lp_finish(out, float(norm_type), k[0] * k[1] * k[2])
+
+
+# The ops of autocast's lists cast their inputs while an autocast region is on (torchlean.amp).
+autocast_namespace(globals())

@@ -27,6 +27,7 @@ from ..errors import (
     ShapeError,
     TorchLeanError,
 )
+from ..amp import autocast_op
 from ..tensor import Tensor
 
 FUNCTIONS: dict = {}
@@ -113,7 +114,7 @@ def export(*names, function=True, method=True):
     def deco(fn):
         guard = callable(fn) and not isinstance(fn, type)
         for n in names or (fn.__name__,):
-            public = _guarded(n, fn) if guard else fn   # one wrapper per name: errors name what was called
+            public = autocast_op(n, _guarded(n, fn)) if guard else fn   # one wrapper per name: errors name what was called
             if function:
                 if n in FUNCTIONS:
                     raise RuntimeError(f"torchlean.{n} registered twice")

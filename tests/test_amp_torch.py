@@ -1,0 +1,158 @@
+"""CPU autocast (float16) against torch's: which ops run in which dtype, the values, gradients reaching
+float32 parameters, nesting and threads, and a training loop with GradScaler."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import torchlean as tl
+
+H = dict(rtol=2e-2, atol=2e-2)   # float16 results: a few units of float16's 2^-10
+
+
+def _same(a, b, **tol):
+    assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1], (a.dtype, b.dtype)
+    np.testing.assert_allclose(a.detach().float().numpy(), b.detach().float().numpy(), **(tol or H))
+
+
+def _pair(*shape, seed=0, dtype=np.float32):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    return tl.tensor(a), torch.tensor(a)
+
+
+# (name, f(m, F, xs) -> tensor, input shapes): each run under autocast on both sides
+CASES = [
+    ("linear", lambda m, F, a, w: F.linear(a, w), [(4, 8), (3, 8)]),
+    ("matmul op", lambda m, F, a, b: a @ b, [(4, 8), (8, 3)]),
+    ("torch.matmul", lambda m, F, a, b: m.matmul(a, b), [(2, 4, 8), (8, 3)]),
+    ("mm method", lambda m, F, a, b: a.mm(b), [(4, 8), (8, 3)]),
+    ("bmm", lambda m, F, a, b: m.bmm(a, b), [(2, 4, 8), (2, 8, 3)]),
+    ("addmm", lambda m, F, c, a, b: m.addmm(c, a, b), [(4, 3), (4, 8), (8, 3)]),
+    ("baddbmm", lambda m, F, c, a, b: m.baddbmm(c, a, b), [(2, 4, 3), (2, 4, 8), (2, 8, 3)]),
+    ("conv1d", lambda m, F, x, w: F.conv1d(x, w, padding=1), [(2, 3, 9), (4, 3, 3)]),
+    ("conv2d", lambda m, F, x, w: F.conv2d(x, w, stride=2), [(2, 3, 7, 7), (4, 3, 3, 3)]),
+    ("conv_transpose2d", lambda m, F, x, w: F.conv_transpose2d(x, w), [(2, 3, 5, 5), (3, 4, 3, 3)]),
+    ("prelu", lambda m, F, x, w: F.prelu(x, w), [(2, 3, 4), (3,)]),
+    ("sdpa", lambda m, F, q, k: F.scaled_dot_product_attention(q, k, k, is_causal=True), [(1, 2, 5, 8), (1, 2, 5, 8)]),
+    ("mse_loss", lambda m, F, a, b: F.mse_loss(F.linear(a, b), m.zeros(4, 3)), [(4, 8), (3, 8)]),
+    ("l1_loss", lambda m, F, a, b: F.l1_loss(F.linear(a, b), m.ones(4, 3)), [(4, 8), (3, 8)]),
+    ("smooth_l1_loss", lambda m, F, a, b: F.smooth_l1_loss(a @ b, m.ones(4, 3)), [(4, 8), (8, 3)]),
+    ("huber_loss", lambda m, F, a, b: F.huber_loss(a @ b, m.ones(4, 3)), [(4, 8), (8, 3)]),
+    ("cross_entropy", lambda m, F, a, b: F.cross_entropy(a @ b, m.tensor([0, 1, 2, 0])), [(4, 8), (8, 3)]),
+    ("nll_loss", lambda m, F, a, b: F.nll_loss(F.log_softmax(a @ b, 1), m.tensor([0, 2, 1, 0])), [(4, 8), (8, 3)]),
+    ("bce_with_logits", lambda m, F, a, b: F.binary_cross_entropy_with_logits(a @ b, m.ones(4, 3)), [(4, 8), (8, 3)]),
+    ("kl_div", lambda m, F, a, b: F.kl_div(F.log_softmax(a @ b, 1), F.softmax(a @ b, 1), reduction="batchmean"),
+     [(4, 8), (8, 3)]),
+    ("cat promotes", lambda m, F, a, b: m.cat([a @ b, a[:, :3]]), [(4, 8), (8, 3)]),
+    ("stack promotes", lambda m, F, a, b: m.stack([a @ b, a[:, :3]]), [(4, 8), (8, 3)]),
+    ("cat of halves stays", lambda m, F, a, b: m.cat([a @ b, a @ b]), [(4, 8), (8, 3)]),
+    ("unlisted ops run as given", lambda m, F, a, b: F.layer_norm(F.gelu(a @ b) + 1, (3,)).softmax(-1),
+     [(4, 8), (8, 3)]),
+    ("float32 ops after a half", lambda m, F, a, b: (a @ b).float() * a[:, :3], [(4, 8), (8, 3)]),
+    ("float64 is left alone", lambda m, F, a, b: a.double() @ b.double(), [(4, 8), (8, 3)]),
+    ("prod in float32", lambda m, F, a, b: m.prod(a @ b, 1), [(4, 8), (8, 3)]),
+    ("linalg inv in float32", lambda m, F, a, b: m.linalg.inv(a @ b.T + 3 * m.eye(4)), [(4, 8), (4, 8)]),
+]
+
+
+@pytest.mark.parametrize("name,f,shapes", CASES, ids=[c[0] for c in CASES])
+def test_autocast_cpu_float16_op_dtypes_and_values_match_torch(name, f, shapes):
+    pairs = [_pair(*s, seed=k) for k, s in enumerate(shapes)]
+    outs = []
+    for side, m in ((0, tl), (1, torch)):
+        with m.autocast("cpu", dtype=m.float16):
+            outs.append(f(m, m.nn.functional, *[p[side] for p in pairs]))
+    _same(outs[0], outs[1])
+
+
+def test_modules_under_autocast_match_torch_and_gradients_reach_float32_parameters():
+    res = []
+    for m in (tl, torch):
+        m.manual_seed(0)
+        net = m.nn.Sequential(m.nn.Conv2d(2, 4, 3), m.nn.ReLU(), m.nn.Flatten(), m.nn.Linear(4 * 5 * 5, 3))
+        with m.no_grad():
+            for k, p in enumerate(net.parameters()):
+                p.copy_(m.tensor(np.random.default_rng(k).standard_normal(tuple(p.shape)).astype(np.float32) * 0.2))
+        x = m.tensor(np.random.default_rng(9).standard_normal((3, 2, 7, 7)).astype(np.float32))
+        with m.autocast("cpu", dtype=m.float16):
+            out = net(x)
+            loss = m.nn.functional.cross_entropy(out, m.tensor([0, 1, 2]))
+        loss.backward()
+        res.append((out, loss, [p.grad for p in net.parameters()], [p.dtype for p in net.parameters()]))
+    (oa, la, ga, da), (ob, lb, gb, db) = res
+    _same(oa, ob)
+    _same(la, lb)
+    assert [str(d).split(".")[-1] for d in da] == [str(d).split(".")[-1] for d in db] == ["float32"] * 4
+    for a, b in zip(ga, gb):
+        _same(a, b)
+
+
+def test_autocast_nests_disables_and_decorates_like_torch():
+    a, b = _pair(4, 8), _pair(8, 3, seed=1)
+    got = []
+    for side, m in ((0, tl), (1, torch)):
+        x, y = a[side], b[side]
+        dts = []
+        with m.autocast("cpu", dtype=m.float16):
+            dts.append((x @ y).dtype)
+            with m.autocast("cpu", enabled=False):
+                dts.append((x @ y).dtype)
+                dts.append(m.is_autocast_enabled("cpu"))
+            dts.append((x @ y).dtype)
+            dts.append(m.get_autocast_dtype("cpu"))
+
+        @m.autocast("cpu", dtype=m.float16)
+        def f(u, v):
+            return u @ v
+        dts += [f(x, y).dtype, (x @ y).dtype, m.is_autocast_enabled("cpu")]
+        got.append([str(d).split(".")[-1] for d in dts])
+    assert got[0] == got[1] == ["float16", "float32", "False", "float16", "float16", "float16", "float32", "False"]
+
+
+def test_autocast_is_per_thread():
+    seen = {}
+    x = tl.ones(2, 3)
+
+    def other():
+        seen["other"] = (x @ x.T).dtype
+
+    with tl.autocast("cpu", dtype=tl.float16):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        seen["main"] = (x @ x.T).dtype
+    assert seen == {"other": tl.float32, "main": tl.float16}
+
+
+def test_training_under_autocast_with_grad_scaler_tracks_torch():
+    """An MLP trained 6 steps under float16 autocast with a GradScaler: losses and weights follow torch's
+    within float16 error, and the scaler's state is the same."""
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((6, 16, 10)).astype(np.float32)
+    ys = rng.integers(0, 4, (6, 16))
+    w0 = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((32, 10), (32,), (4, 32), (4,))]
+    out = []
+    for m in (tl, torch):
+        net = m.nn.Sequential(m.nn.Linear(10, 32), m.nn.Tanh(), m.nn.Linear(32, 4))
+        with m.no_grad():
+            for p, w in zip(net.parameters(), w0):
+                p.copy_(m.tensor(w))
+        opt = m.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        scaler = m.amp.GradScaler("cpu", init_scale=2.0 ** 14, growth_interval=2)
+        losses = []
+        for x, y in zip(xs, ys):
+            opt.zero_grad()
+            with m.autocast("cpu", dtype=m.float16):
+                loss = m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y))
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            losses.append(loss.item())
+        out.append((losses, [p.detach().numpy().copy() for p in net.parameters()], scaler.state_dict()))
+    (la, pa, sa), (lb, pb, sb) = out
+    np.testing.assert_allclose(la, lb, rtol=1e-2, atol=1e-3)
+    for a, b in zip(pa, pb):
+        np.testing.assert_allclose(a, b, rtol=1e-2, atol=2e-3)
+    assert sa == sb
