@@ -445,3 +445,117 @@ def test_mlp_round_trip_through_save(tmp_path):
     x = rnd(8, 6)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(ir.evaluate(g2, p2, x)[-1], want, rtol=1e-4, atol=1e-6)
+
+
+# ---- activations, shape builders, Split, Where, Range, Tile (compositions of IR kinds) -------------
+
+ACTS = [("HardSigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Elu", {}),
+        ("Elu", {"alpha": 0.5}), ("Selu", {}), ("Celu", {"alpha": 2.0}), ("Mish", {}), ("Softsign", {})]
+
+
+@pytest.mark.parametrize("op,attrs", ACTS, ids=[f"{o}-{a}" for o, a in ACTS])
+def test_activation_compositions(op, attrs):
+    x = np.linspace(-6, 6, 60, dtype=np.float32).reshape(3, 20)
+    x[0, :3] = [0.0, -3.0, 3.0]                      # kinks of the hard functions
+    opset = 18 if op == "Mish" else 17               # Mish is an ONNX op from opset 18
+    compare(make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": (3, 20)}, ["y"], opset=opset), {"x": x})
+
+
+def test_prelu_with_per_channel_slope():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    slope = np.array([[0.1], [0.5], [-0.2]], dtype=np.float32)
+    compare(make_model([helper.make_node("PRelu", ["x", "s"], ["y"])], {"x": (2, 3, 4)}, ["y"], {"s": slope}),
+            {"x": x})
+
+
+@pytest.mark.parametrize("opset,lo,hi", [(17, -0.5, 0.7), (17, None, 0.2), (17, -0.1, None), (6, -0.5, 0.5)])
+def test_clip(opset, lo, hi):
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    if opset < 11:
+        node = helper.make_node("Clip", ["x"], ["y"], min=lo, max=hi)
+        inits = {}
+    else:
+        names = ["x", "lo" if lo is not None else "", "hi" if hi is not None else ""]
+        node = helper.make_node("Clip", names, ["y"])
+        inits = {k: np.float32(v) for k, v in (("lo", lo), ("hi", hi)) if v is not None}
+    compare(make_model([node], {"x": (3, 4)}, ["y"], inits, opset=opset), {"x": x})
+
+
+def test_expand_constant_of_shape_range_and_tile():
+    x = np.random.default_rng(1).standard_normal((3, 1)).astype(np.float32)
+    value = helper.make_tensor("v", F, [1], [0.25])
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["e"]),                        # (3, 1) -> (2, 3, 4)
+             helper.make_node("Shape", ["e"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["c"], value=value),          # folded from the shape
+             helper.make_node("Add", ["e", "c"], ["y"]),
+             helper.make_node("Range", ["r0", "r1", "r2"], ["r"]),
+             helper.make_node("Add", ["y", "r"], ["z"]),
+             helper.make_node("Tile", ["z", "reps"], ["out"])]
+    m = make_model(nodes, {"x": (3, 1)}, ["out"],
+                   {"shape": np.array([2, 3, 4], np.int64), "r0": np.float32(0), "r1": np.float32(2),
+                    "r2": np.float32(0.5), "reps": np.array([1, 2, 1], np.int64)})
+    g = compare(m, {"x": x})
+    kinds = [n.kind for n in g.nodes]
+    assert kinds.count("broadcast_to") == 1 and kinds.count("concat") == 1   # Expand, Tile; the rest folded
+
+
+@pytest.mark.parametrize("opset,form", [(11, "attr"), (13, "input"), (13, "equal"), (18, "num_outputs")])
+def test_split_forms(opset, form):
+    x = np.arange(2 * 7 * 3, dtype=np.float32).reshape(2, 7, 3)
+    outs = ["a", "b", "c"] if form != "equal" else ["a", "b"]
+    if form == "equal":
+        x = x[:, :6]
+        node = helper.make_node("Split", ["x"], outs, axis=1)
+        inits = {}
+    elif form == "attr":
+        node = helper.make_node("Split", ["x"], outs, axis=1, split=[2, 4, 1])
+        inits = {}
+    elif form == "input":
+        node = helper.make_node("Split", ["x", "sizes"], outs, axis=-2)
+        inits = {"sizes": np.array([3, 3, 1], np.int64)}
+    else:
+        node = helper.make_node("Split", ["x"], outs, axis=1, num_outputs=3)     # 3, 3, 1
+        inits = {}
+    nodes = [node] + [helper.make_node("Relu", [o], [o + "_r"]) for o in outs]
+    compare(make_model(nodes, {"x": x.shape}, [o + "_r" for o in outs], inits, opset=opset), {"x": x})
+
+
+def test_split_sizes_that_do_not_cut_the_axis_are_named():
+    m = make_model([helper.make_node("Split", ["x"], ["a", "b"], axis=0, split=[1, 1])], {"x": (3, 2)}, ["a", "b"],
+                   opset=11)
+    with pytest.raises(IRError, match="split sizes \\[1, 1\\] do not cut axis 0 of length 3"):
+        ir.from_onnx(m)
+
+
+def test_where_with_a_constant_mask_as_exporters_write_causal_attention():
+    x = np.random.default_rng(2).standard_normal((2, 4, 4)).astype(np.float32)
+    mask = np.tril(np.ones((4, 4), bool))
+    cond = helper.make_tensor("m", TensorProto.BOOL, [4, 4], mask.reshape(-1).tolist())
+    nodes = [helper.make_node("Constant", [], ["mask"], value=cond),
+             helper.make_node("Where", ["mask", "x", "ninf"], ["y"]),
+             helper.make_node("Softmax", ["y"], ["p"], axis=-1)]
+    compare(make_model(nodes, {"x": (2, 4, 4)}, ["p"], {"ninf": np.float32(-1e9)}), {"x": x})
+
+
+def test_where_with_a_run_time_condition_is_named():
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["c"]), helper.make_node("Where", ["c", "x", "zero"], ["y"])]
+    m = make_model(nodes, {"x": (3,)}, ["y"], {"zero": np.float32(0)})
+    with pytest.raises(IRError, match="Greater|condition of Where must be a constant"):
+        ir.from_onnx(m)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_shape=[3, 3], strides=[2, 2]),                   # squeezenet's
+                                dict(kernel_shape=[2, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                                dict(kernel_shape=[3, 3], strides=[3, 2], dilations=[2, 1]),
+                                dict(kernel_shape=[2, 2], strides=[2, 2])])                   # no tail needed
+def test_max_pool_ceil_mode(kw):
+    x = np.random.default_rng(4).standard_normal((1, 2, 8, 9)).astype(np.float32)
+    compare(make_model([helper.make_node("MaxPool", ["x"], ["y"], ceil_mode=1, **kw)], {"x": x.shape}, ["y"]),
+            {"x": x})
+
+
+def test_average_pool_ceil_mode_is_named():
+    m = make_model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3], strides=[2], ceil_mode=1)],
+                   {"x": (1, 1, 8)}, ["y"])
+    with pytest.raises(IRError, match="ceil_mode=1 is supported for MaxPool only"):
+        ir.from_onnx(m)

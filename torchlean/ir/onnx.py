@@ -50,6 +50,7 @@ class _Builder:
         self.payload = Payload()
         self._const_ids: dict = {}
         self.where = ""          # the ONNX node being translated, for messages
+        self.n_outputs = 1       # how many outputs that node declares
 
     def fail(self, msg):
         raise IRError(f"from_onnx: {self.where}: {msg}")
@@ -414,6 +415,144 @@ def _identity(b, xs, a, opset):
     return xs[0]
 
 
+class _Outputs(tuple):
+    """The several outputs of one ONNX node (Split), in order."""
+
+
+def _plus(b, x, c: float):
+    return b.add("add", x, np.asarray(c, dtype=np.float32))
+
+
+def _hard_sigmoid_of(b, x, alpha, beta):
+    return b.add("clamp", _plus(b, b.add("scale", x, c=alpha), beta), lo=0.0, hi=1.0)
+
+
+def _hard_sigmoid(b, xs, a, opset):
+    return _hard_sigmoid_of(b, xs[0], float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
+
+
+def _hard_swish(b, xs, a, opset):
+    return b.add("mul", xs[0], _hard_sigmoid_of(b, xs[0], 1.0 / 6.0, 0.5))
+
+
+def _neg_part_expm1(b, x, alpha):
+    """``alpha * expm1(min(x, 0))``: the negative branch of ELU-like activations (0 for x >= 0)."""
+    return b.add("scale", b.add("expm1", b.add("minimum", x, np.zeros((), np.float32))), c=alpha)
+
+
+def _elu(b, xs, a, opset):
+    x = xs[0]
+    return b.add("add", b.add("relu", x), _neg_part_expm1(b, x, float(a.get("alpha", 1.0))))
+
+
+def _selu(b, xs, a, opset):
+    x = xs[0]
+    alpha, gamma = float(a.get("alpha", 1.67326319217681884765625)), float(a.get("gamma", 1.05070102214813232421875))
+    return b.add("scale", b.add("add", b.add("relu", x), _neg_part_expm1(b, x, alpha)), c=gamma)
+
+
+def _celu(b, xs, a, opset):
+    x, alpha = xs[0], float(a.get("alpha", 1.0))
+    return b.add("add", b.add("relu", x), _neg_part_expm1(b, b.add("scale", x, c=1.0 / alpha), alpha))
+
+
+def _mish(b, xs, a, opset):
+    return b.add("mul", xs[0], b.add("tanh", b.add("softplus", xs[0])))
+
+
+def _softsign(b, xs, a, opset):
+    return b.add("div", xs[0], _plus(b, b.add("abs", xs[0]), 1.0))
+
+
+def _prelu(b, xs, a, opset):
+    x, slope = xs
+    return b.add("add", b.add("relu", x), b.add("mul", slope, b.add("minimum", x, np.zeros((), np.float32))))
+
+
+def _clip(b, xs, a, opset):
+    if opset < 11:
+        lo, hi = a.get("min"), a.get("max")
+    else:
+        lo, hi = _opt(xs, 1), _opt(xs, 2)
+        lo = None if lo is None else _scalar(b, lo, "min of Clip")
+        hi = None if hi is None else _scalar(b, hi, "max of Clip")
+    return b.add("clamp", xs[0], lo=None if lo is None else float(lo), hi=None if hi is None else float(hi))
+
+
+def _expand(b, xs, a, opset):
+    shape = _ints(b.constant(xs[1], "the shape of Expand"))
+    try:
+        target = tuple(int(d) for d in np.broadcast_shapes(b.shape(xs[0]), shape))
+    except ValueError:
+        b.fail(f"shape {list(shape)} does not broadcast with the input's {list(b.shape(xs[0]))}")
+    if target == b.shape(xs[0]):
+        return xs[0]
+    if not isinstance(xs[0], _Ref):
+        return np.broadcast_to(np.asarray(xs[0]), target).copy()
+    return b.add("broadcast_to", xs[0], shape=target)
+
+
+def _constant_of_shape(b, xs, a, opset):
+    onnx, helper, numpy_helper = _onnx()
+    shape = _ints(b.constant(xs[0], "the shape of ConstantOfShape"))
+    v = a.get("value")
+    fill = np.zeros(1, np.float32) if v is None else numpy_helper.to_array(v).reshape(-1)
+    return np.full(shape, fill[0], dtype=fill.dtype)
+
+
+def _split(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    ax = _norm_axis(b, int(a.get("axis", 0)), len(s))
+    sizes = a.get("split") if opset < 13 else _opt(xs, 1)
+    n_out = b.n_outputs
+    if sizes is not None:
+        sizes = _ints(b.constant(sizes, "the split sizes of Split") if opset >= 13 else sizes)
+    elif "num_outputs" in a:
+        n = int(a["num_outputs"])
+        step = -(-s[ax] // n)          # ceil: the last part takes the remainder (opset 18)
+        sizes = tuple(min(step, s[ax] - k * step) for k in range(n))
+    else:
+        if s[ax] % n_out:
+            b.fail(f"axis {ax} of length {s[ax]} does not split into {n_out} equal parts")
+        sizes = (s[ax] // n_out,) * n_out
+    if sum(sizes) != s[ax] or len(sizes) != n_out or min(sizes) < 0:
+        b.fail(f"split sizes {list(sizes)} do not cut axis {ax} of length {s[ax]} into {n_out} outputs")
+    out, start = [], 0
+    for k in sizes:
+        out.append(b.add("slice", x, axis=ax, start=start, stop=start + k))
+        start += k
+    return _Outputs(out)
+
+
+def _where(b, xs, a, opset):
+    cond = b.constant(xs[0], "the condition of Where").astype(bool)
+    x, y = xs[1], xs[2]
+    if not isinstance(x, _Ref) and not isinstance(y, _Ref):
+        return np.where(cond, np.asarray(x), np.asarray(y))
+    target = tuple(int(d) for d in np.broadcast_shapes(cond.shape, b.shape(x), b.shape(y)))
+    x, y = (v if b.shape(v) == target else _expand(b, [v, np.asarray(target)], {}, opset) for v in (x, y))
+    return b.add("where", x, y, cond=np.broadcast_to(cond, target).copy())
+
+
+def _range(b, xs, a, opset):
+    start, limit, delta = (b.constant(v, "the inputs of Range") for v in xs)
+    return np.arange(start.reshape(()), limit.reshape(()), delta.reshape(()), dtype=np.result_type(start, limit, delta))
+
+
+def _tile(b, xs, a, opset):
+    reps = _ints(b.constant(xs[1], "the repeats of Tile"))
+    x = xs[0]
+    if not isinstance(x, _Ref):
+        return np.tile(np.asarray(x), reps)
+    if len(reps) != len(b.shape(x)):
+        b.fail(f"repeats {list(reps)} need one entry per axis of the input (rank {len(b.shape(x))})")
+    for ax, r in enumerate(reps):
+        if r != 1:
+            x = b.add("concat", *([x] * r), axis=ax)
+    return x
+
+
 def _dropout(b, xs, a, opset):
     train = _opt(xs, 2)
     if train is not None and bool(b.constant(train, "training_mode of Dropout").reshape(-1)[0]):
@@ -490,8 +629,9 @@ def _pool(kind):
         if a.get("kernel_shape") is None:
             b.fail("kernel_shape is required")
         _auto_pad(b, a)
-        if int(a.get("ceil_mode", 0)):
-            b.fail("ceil_mode=1 is not supported")
+        ceil = bool(int(a.get("ceil_mode", 0)))
+        if ceil and kind != "max_pool":
+            b.fail("ceil_mode=1 is supported for MaxPool only")
         dil = _spatial(b, a, d, "dilations", 1)
         extra = {}
         if any(v != 1 for v in dil):
@@ -501,12 +641,34 @@ def _pool(kind):
         if int(a.get("storage_order", 0)):
             b.fail("storage_order=1 is not supported")
         pad = _sym_pads(b, a, d)
+        x = xs[0]
+        if ceil:
+            x = _ceil_mode_tail(b, x, _spatial(b, a, d, "kernel_shape", 1), _spatial(b, a, d, "strides", 1), pad, dil)
         if kind == "avg_pool" and any(pad) and not int(a.get("count_include_pad", 0)):
             b.fail("AveragePool with padding and count_include_pad=0 is not supported "
                    "(the IR's avg_pool counts padded cells)")
-        return b.add(kind, xs[0], kernel_size=_spatial(b, a, d, "kernel_shape", 1),
+        return b.add(kind, x, kernel_size=_spatial(b, a, d, "kernel_shape", 1),
                      stride=_spatial(b, a, d, "strides", 1), padding=pad, **extra)
     return conv
+
+
+def _ceil_mode_tail(b, x, k, s, p, dil):
+    """``x`` with -inf cells appended to each spatial axis so that a floor-mode max pool gives the
+    ceil-mode output size (a window that would start in the end padding is dropped, as ONNX and torch
+    do); -inf never wins a max."""
+    shape = b.shape(x)
+    for i in range(len(k)):
+        ax = 2 + i
+        n, span = shape[ax], dil[i] * (k[i] - 1) + 1
+        out = -(-(n + 2 * p[i] - span) // s[i]) + 1
+        if (out - 1) * s[i] >= n + p[i]:
+            out -= 1
+        extra = (out - 1) * s[i] + span - (n + 2 * p[i])
+        if extra > 0:
+            tail = np.full(shape[:ax] + (extra,) + shape[ax + 1:], -np.inf, dtype=np.float32)
+            x = b.add("concat", x, tail, axis=ax)
+            shape = b.shape(x)
+    return x
 
 
 def _batch_norm(b, xs, a, opset):
@@ -571,6 +733,12 @@ CONVERTERS: dict = {
     "GlobalAveragePool": (_global_avg_pool, ()),
     "BatchNormalization": (_batch_norm, ("epsilon", "momentum", "training_mode", "spatial")),
     "LayerNormalization": (_layer_norm, ("axis", "epsilon", "stash_type")),
+    "HardSigmoid": (_hard_sigmoid, ("alpha", "beta")), "HardSwish": (_hard_swish, ()),
+    "Elu": (_elu, ("alpha",)), "Selu": (_selu, ("alpha", "gamma")), "Celu": (_celu, ("alpha",)),
+    "Mish": (_mish, ()), "Softsign": (_softsign, ()), "PRelu": (_prelu, ()), "Clip": (_clip, ("min", "max")),
+    "Expand": (_expand, ()), "ConstantOfShape": (_constant_of_shape, ("value",)),
+    "Split": (_split, ("axis", "split", "num_outputs")), "Where": (_where, ()), "Range": (_range, ()),
+    "Tile": (_tile, ()),
 }
 
 # Outputs beyond the first that may exist as long as nothing reads them.
@@ -787,12 +955,20 @@ def _convert(model, input_shapes):
             attrs[at.name] = helper.get_attribute_value(at)
         ins = [None if name == "" else _get(b, env, name) for name in n.input]
         outs = [o for o in n.output if o]
-        extra = [o for o in outs[1:] if consumers.get(o) or o in outputs]
-        if extra:
-            b.fail(f"output {extra[0]!r} is used, but only the first output of {n.op_type} is supported")
+        b.n_outputs = len(n.output)
+        if n.op_type != "Split":
+            extra = [o for o in outs[1:] if consumers.get(o) or o in outputs]
+            if extra:
+                b.fail(f"output {extra[0]!r} is used, but only the first output of {n.op_type} is supported")
         if not outs:
             continue
-        env[outs[0]] = fn(b, ins, attrs, opset)
+        got = fn(b, ins, attrs, opset)
+        if isinstance(got, _Outputs):
+            for name, v in zip(n.output, got):
+                if name:
+                    env[name] = v
+        else:
+            env[outs[0]] = got
 
     b.where = "graph outputs"
     if not outputs:
