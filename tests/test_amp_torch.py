@@ -9,12 +9,16 @@ import torch
 
 import torchlean as tl
 
-H = dict(rtol=2e-2, atol=2e-2)   # float16 results: a few units of float16's 2^-10
+# float16 results: a few units of float16's 2^-11; bfloat16's: a few of 2^-8 (torch's bfloat16 kernels round
+# their inner steps differently: a product of two bfloat16 results can differ by 2 units of each)
+TOL = {"float16": dict(rtol=2e-2, atol=2e-2), "bfloat16": dict(rtol=6e-2, atol=6e-2)}
+LOW = [pytest.param("float16", id="f16"),
+       pytest.param("bfloat16", id="bf16", marks=pytest.mark.skipif(tl.bfloat16.np is None, reason="needs ml_dtypes"))]
 
 
-def _same(a, b, **tol):
+def _same(a, b, low="float16"):
     assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1], (a.dtype, b.dtype)
-    np.testing.assert_allclose(a.detach().float().numpy(), b.detach().float().numpy(), **(tol or H))
+    np.testing.assert_allclose(a.detach().float().numpy(), b.detach().float().numpy(), **TOL[low])
 
 
 def _pair(*shape, seed=0, dtype=np.float32):
@@ -57,17 +61,19 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("low", LOW)
 @pytest.mark.parametrize("name,f,shapes", CASES, ids=[c[0] for c in CASES])
-def test_autocast_cpu_float16_op_dtypes_and_values_match_torch(name, f, shapes):
+def test_autocast_cpu_op_dtypes_and_values_match_torch(name, f, shapes, low):
     pairs = [_pair(*s, seed=k) for k, s in enumerate(shapes)]
     outs = []
     for side, m in ((0, tl), (1, torch)):
-        with m.autocast("cpu", dtype=m.float16):
+        with m.autocast("cpu", dtype=getattr(m, low)):
             outs.append(f(m, m.nn.functional, *[p[side] for p in pairs]))
-    _same(outs[0], outs[1])
+    _same(outs[0], outs[1], low)
 
 
-def test_modules_under_autocast_match_torch_and_gradients_reach_float32_parameters():
+@pytest.mark.parametrize("low", LOW)
+def test_modules_under_autocast_match_torch_and_gradients_reach_float32_parameters(low):
     res = []
     for m in (tl, torch):
         m.manual_seed(0)
@@ -76,17 +82,17 @@ def test_modules_under_autocast_match_torch_and_gradients_reach_float32_paramete
             for k, p in enumerate(net.parameters()):
                 p.copy_(m.tensor(np.random.default_rng(k).standard_normal(tuple(p.shape)).astype(np.float32) * 0.2))
         x = m.tensor(np.random.default_rng(9).standard_normal((3, 2, 7, 7)).astype(np.float32))
-        with m.autocast("cpu", dtype=m.float16):
+        with m.autocast("cpu", dtype=getattr(m, low)):
             out = net(x)
             loss = m.nn.functional.cross_entropy(out, m.tensor([0, 1, 2]))
         loss.backward()
         res.append((out, loss, [p.grad for p in net.parameters()], [p.dtype for p in net.parameters()]))
     (oa, la, ga, da), (ob, lb, gb, db) = res
-    _same(oa, ob)
-    _same(la, lb)
+    _same(oa, ob, low)
+    _same(la, lb, low)
     assert [str(d).split(".")[-1] for d in da] == [str(d).split(".")[-1] for d in db] == ["float32"] * 4
     for a, b in zip(ga, gb):
-        _same(a, b)
+        _same(a, b, low)
 
 
 def test_autocast_nests_disables_and_decorates_like_torch():
@@ -156,3 +162,80 @@ def test_training_under_autocast_with_grad_scaler_tracks_torch():
     for a, b in zip(pa, pb):
         np.testing.assert_allclose(a, b, rtol=1e-2, atol=2e-3)
     assert sa == sb
+
+
+# ---- bfloat16 tensors on the CPU (storage through ml_dtypes; float32 arithmetic, one rounding per op) ------
+
+needs_bf16 = pytest.mark.skipif(tl.bfloat16.np is None, reason="needs ml_dtypes")
+
+BF16_OPS = [
+    ("add", lambda m, a, b: a + b), ("mul", lambda m, a, b: a * b), ("div", lambda m, a, b: a / (b.abs() + 1)),
+    ("exp", lambda m, a, b: a.exp()), ("tanh", lambda m, a, b: a.tanh()), ("gelu", lambda m, a, b: m.nn.functional.gelu(a)),
+    ("sum", lambda m, a, b: a.sum(1)), ("mean", lambda m, a, b: a.mean()), ("softmax", lambda m, a, b: a.softmax(-1)),
+    ("matmul", lambda m, a, b: a @ b.T), ("layer_norm", lambda m, a, b: m.nn.functional.layer_norm(a, (6,))),
+    ("index", lambda m, a, b: a[1:, ::2].reshape(-1)), ("cat", lambda m, a, b: m.cat([a, b], 0)),
+    ("where", lambda m, a, b: m.where(a > b, a, b)), ("max", lambda m, a, b: a.max(0).values),
+]
+
+
+@needs_bf16
+@pytest.mark.parametrize("name,f", BF16_OPS, ids=[c[0] for c in BF16_OPS])
+def test_bfloat16_ops_and_gradients_match_torch(name, f):
+    a, b = _pair(5, 6, seed=1), _pair(5, 6, seed=2)
+    outs, grads = [], []
+    for side, m in ((0, tl), (1, torch)):
+        x = a[side].to(m.bfloat16).requires_grad_(True)
+        y = b[side].to(m.bfloat16)
+        out = f(m, x, y)
+        (out.float() ** 2).sum().backward()
+        outs.append(out)
+        grads.append(x.grad)
+    _same(outs[0], outs[1], "bfloat16")
+    _same(grads[0], grads[1], "bfloat16")
+
+
+@needs_bf16
+def test_bfloat16_tensors_cast_print_and_save_like_torch(tmp_path):
+    a, b = _pair(2, 3)
+    x, y = a[0].bfloat16(), b[0].bfloat16()
+    assert x.dtype == tl.bfloat16 and x.is_floating_point() and x.element_size() == 2
+    assert x.float().tolist() == y.float().tolist()             # the same rounding to bfloat16 as torch
+    assert repr(x).endswith("dtype=torchlean.bfloat16)") and repr(y).endswith("dtype=torch.bfloat16)")
+    path = str(tmp_path / "w.pt")
+    tl.save({"w": x}, path)
+    back = tl.load(path)["w"]
+    assert back.dtype == tl.bfloat16 and back.float().tolist() == x.float().tolist()
+
+
+@needs_bf16
+def test_training_under_bfloat16_autocast_tracks_torch():
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((5, 16, 10)).astype(np.float32)
+    ys = rng.integers(0, 4, (5, 16))
+    w0 = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((32, 10), (32,), (4, 32), (4,))]
+    out = []
+    for m in (tl, torch):
+        net = m.nn.Sequential(m.nn.Linear(10, 32), m.nn.GELU(), m.nn.Linear(32, 4))
+        with m.no_grad():
+            for p, w in zip(net.parameters(), w0):
+                p.copy_(m.tensor(w))
+        opt = m.optim.AdamW(net.parameters(), lr=1e-2)
+        losses = []
+        for x, y in zip(xs, ys):
+            opt.zero_grad()
+            with m.autocast("cpu", dtype=m.bfloat16):
+                loss = m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        out.append((losses, [p.detach().numpy().copy() for p in net.parameters()]))
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=3e-2, atol=1e-2)
+    for a, b in zip(out[0][1], out[1][1]):
+        np.testing.assert_allclose(a, b, rtol=3e-2, atol=5e-3)
+
+
+@needs_bf16
+def test_bfloat16_off_the_cpu_is_refused_naming_the_op():
+    x = tl.ones(2).bfloat16()
+    with pytest.raises(tl.errors.DTypeError, match="to_device: bfloat16 tensors are supported on the CPU only"):
+        x.to("cuda")

@@ -1,8 +1,8 @@
 """``torchlean.amp``: torch's mixed-precision names, honest about what runs.
 
-float16 / bfloat16 autocast is not supported yet (issue 20): ``autocast(..., enabled=False)`` is a
-context manager and decorator that changes nothing, and an enabled autocast raises
-:class:`MixedPrecisionUnsupported`. :class:`GradScaler` is torch's dynamic loss scaler, enabled or
+:class:`autocast` runs torch's CPU op lists in float16 or bfloat16 (bfloat16 storage through
+``ml_dtypes``); CUDA autocast is not supported yet (issue 20) and raises
+:class:`MixedPrecisionUnsupported`; ``autocast(..., enabled=False)`` changes nothing. :class:`GradScaler` is torch's dynamic loss scaler, enabled or
 not (a disabled one is a pass-through: ``scale`` returns the loss, ``step`` calls
 ``optimizer.step``). As in torch, asking for CUDA autocast or a CUDA scaler where CUDA is not
 available warns and disables them.
@@ -41,8 +41,7 @@ def _cuda_available() -> bool:
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """torch's: whether autocast exists for ``device_type``: the CPU (float16 for now); not CUDA yet
-    (issue 20)."""
+    """torch's: whether autocast exists for ``device_type``: the CPU; not CUDA yet (issue 20)."""
     if not isinstance(device_type, str):
         raise DeviceError(f"is_autocast_available: expected device_type of type str, got {type(device_type)}")
     return device_type == "cpu"
@@ -167,17 +166,18 @@ def autocast_namespace(namespace: dict, prefix: str = "", names=None) -> None:
 class autocast:
     """torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None).
 
-    A context manager and decorator. Enabled on the CPU with ``dtype=float16``, the ops of
-    :data:`CPU_POLICY` cast their floating-point CPU inputs (float64 excepted) as torch's CPU autocast
-    does: matrix products, linear, convolutions, ``prelu`` and attention to float16; losses, pooling
+    A context manager and decorator. Enabled on the CPU (bfloat16 by default, which needs the
+    ``ml_dtypes`` package, or float16), the ops of :data:`CPU_POLICY` cast their floating-point CPU
+    inputs (float64 excepted) as torch's CPU autocast does: matrix products, linear, convolutions,
+    ``prelu`` and attention to the low dtype; losses, pooling
     in 3-d, decompositions and FFTs to float32; ``cat``/``stack``/``index_copy`` to the widest input.
     The casts are recorded ops, so gradients reach float32 parameters in float32. Regions nest; an
     ``enabled=False`` region inside turns it off. An op's own inner calls are not cast again.
 
     Disabled (``enabled=False``, or CUDA asked for where CUDA is not available, or a CPU dtype
     that torch's CPU autocast refuses, each with torch's warning) it runs the block or function
-    unchanged. CUDA autocast, and bfloat16 on the CPU (torch's CPU default), raise
-    :class:`MixedPrecisionUnsupported` (issue 20). ``cache_enabled`` concerns torch's cache of casts of
+    unchanged. CUDA autocast raises :class:`MixedPrecisionUnsupported` (issue 20), as does bfloat16
+    without ``ml_dtypes``. ``cache_enabled`` concerns torch's cache of casts of
     the same weight within a region: no effect here (each use casts again, to the same values).
 
         >>> import torchlean as tl
@@ -212,10 +212,10 @@ class autocast:
         if enabled and device_type == "cuda":
             raise MixedPrecisionUnsupported(
                 f"autocast(device_type={device_type!r}, dtype={self.fast_dtype.name}): {_ISSUE_CUDA}")
-        if enabled and self.fast_dtype == bfloat16:
+        if enabled and self.fast_dtype == bfloat16 and bfloat16.np is None:
             raise MixedPrecisionUnsupported(
-                "autocast(device_type='cpu', dtype=bfloat16): bfloat16 kernels on the CPU are not supported yet "
-                "(issue 20); pass dtype=torch.float16")
+                "autocast(device_type='cpu', dtype=bfloat16): bfloat16 on the CPU needs the ml_dtypes package "
+                "(pip install ml_dtypes), or pass dtype=torch.float16")
         self._enabled = bool(enabled)
         self._prev = []
 

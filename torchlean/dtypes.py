@@ -20,7 +20,7 @@ from .errors import DTypeError
 
 __all__ = ["DType", "as_dtype", "bfloat16", "bool_", "dtype_of", "finfo", "float16", "float32", "float64", "iinfo",
            "int16", "int32", "int64", "int8", "np_dtype", "promote_types", "result_type", "uint8",
-           "get_default_dtype", "set_default_dtype", "can_cast"]
+           "get_default_dtype", "set_default_dtype", "can_cast", "is_float_np", "BF16_NP"]
 
 
 def _bf16_numpy():
@@ -105,6 +105,16 @@ _NP_ALIASES = {np.dtype(np.uint16): int32, np.dtype(np.uint32): int64, np.dtype(
 
 class _Default:
     dtype = float32
+
+
+#: NumPy's dtype of bfloat16 storage (``ml_dtypes.bfloat16``), or None without ml_dtypes.
+BF16_NP = bfloat16.np
+
+
+def is_float_np(dt) -> bool:
+    """True for a NumPy dtype of floating point values: NumPy's floats and bfloat16 (whose NumPy kind
+    letter is "V", a user-defined type)."""
+    return dt.kind == "f" or (BF16_NP is not None and dt == BF16_NP)
 
 
 def get_default_dtype() -> DType:

@@ -32,6 +32,7 @@ __all__ = ["Size", "Tensor", "as_dtype", "bool_", "enable_grad", "float32", "flo
            "inference_mode", "int32", "int64", "is_grad_enabled", "is_tensor", "log_softmax", "no_grad",
            "set_grad_enabled", "softmax"]
 
+from .dtypes import is_float_np as _is_float_np
 from .dtypes import (DType, as_dtype, bool_, dtype_of, float32, float64, get_default_dtype, int32, int64,  # noqa: F401
                      result_type)
 
@@ -246,7 +247,7 @@ class Tensor(Variable):
 
 
     def is_floating_point(self) -> bool:
-        return self._value.dtype.kind == "f"
+        return _is_float_np(self._value.dtype)
 
     def is_complex(self) -> bool:
         return False
@@ -311,7 +312,7 @@ class Tensor(Variable):
                 raise AutogradError("requires_grad_: you can only change requires_grad flags of leaf variables "
                                     "(use detach())")
             return self
-        if requires_grad and self._value.dtype.kind != "f":
+        if requires_grad and not _is_float_np(self._value.dtype):
             raise DTypeError(f"requires_grad_: only floating-point tensors can require gradients, got "
                              f"{self.dtype.name}")
         self.requires_grad = bool(requires_grad)
@@ -600,7 +601,7 @@ _FLOAT_RESULT = frozenset({"div"})
 def _binary(name, a, b) -> Tensor:
     """``name`` on two operands (tensors or Python numbers) after torch's type promotion."""
     if type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype and \
-            (a._value.dtype.kind == "f" or name not in _FLOAT_RESULT):
+            (_is_float_np(a._value.dtype) or name not in _FLOAT_RESULT):
         return record(name, (a, b), {})
     ref = a if isinstance(a, Tensor) else b
     if not isinstance(ref, Tensor):
@@ -624,12 +625,12 @@ def _host_operand(o, op):
 def _float_input(op: str, x: Tensor) -> Tensor:
     """``x`` for an op whose result is a float: integer and bool tensors become the default float
     dtype first (torch: ``int_tensor.sqrt()`` is float32), never a truncated integer."""
-    return x if x._value.dtype.kind == "f" else x.to(dtype=get_default_dtype())
+    return x if _is_float_np(x._value.dtype) else x.to(dtype=get_default_dtype())
 
 
 def _float_only(op: str, x: Tensor) -> Tensor:
     """``x`` for an op torch refuses on integers (``mean``, ``softmax``, ``gelu``): DTypeError names it."""
-    if x._value.dtype.kind != "f":
+    if not _is_float_np(x._value.dtype):
         raise DTypeError(f"{op}: expects a floating-point tensor, got dtype {x.dtype.name}")
     return x
 

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..dtypes import BF16_NP as _BF16
 from ..errors import DeviceError, DTypeError, ShapeError, TorchLeanError
 from ..kernels import HOST, get_kernels, routed_host
 from ..options import _current as _OPTS
@@ -111,6 +112,10 @@ def forward_op(name, vals, attrs, fast=None):
     not a float (nothing to differentiate). ``fast`` (True or False) overrides the
     ``fast_kernels`` option for this call. This is the eager hot path: keep it lean.
     """
+    if _BF16 is not None:
+        for v in vals:
+            if v.dtype is _BF16:
+                return _forward_bf16(name, vals, attrs, fast)
     opts = _OPTS[0]
     key = None
     if fast is not None and fast != opts.fast_kernels:
@@ -186,7 +191,7 @@ def forward_op(name, vals, attrs, fast=None):
         out_shape = tuple(y.shape)
     elif tuple(y.shape) != out_shape:
         raise ShapeError(f"{name}: kernel produced shape {tuple(y.shape)}, shape rule says {out_shape}")
-    if y.dtype.kind != "f":
+    if y.dtype.kind != "f" and y.dtype is not _BF16:
         # A result that is not a float carries no gradient: no rule to record. Such a result is
         # never cached: the kind of an op's result is fixed by the op, its attributes (in the key)
         # and whether its inputs are floats (the cached path serves float inputs only), so the
@@ -195,3 +200,36 @@ def forward_op(name, vals, attrs, fast=None):
     if key is not None and rules is RULES and (dev != "cpu" or K is HOST) and len(DISPATCH) < _DISPATCH_MAX:
         DISPATCH[key] = (rule, K, out_shape, dev == "cpu", spec.ints)
     return y, rule, K, saved
+
+
+# ---- bfloat16 on the host: the float32 kernels, rounded ---------------------------------------------
+
+def _forward_bf16(name, vals, attrs, fast):
+    """Op ``name`` on inputs among which some are bfloat16 (host storage through ml_dtypes): those are
+    widened to float32, the op runs as for float32 inputs, and a float32 result is rounded to bfloat16
+    (unless the op names its result dtype: casts). The backward does the same through
+    :data:`_BF16_RULE`: the cotangent is widened, the op's own rule runs, and the contributions to
+    bfloat16 inputs are rounded. So every op has a bfloat16 form with float32 arithmetic inside and
+    one rounding per op, what torch's CPU kernels do for most ops."""
+    if attrs.get("device", "cpu") != "cpu" or any(device_of(v) != "cpu" for v in vals):
+        raise DTypeError(f"{name}: bfloat16 tensors are supported on the CPU only for now (issue 20)")
+    mask = tuple(v.dtype is _BF16 for v in vals)
+    wide = [v.astype(np.float32) if m else v for v, m in zip(vals, mask)]
+    y, rule, K, saved = forward_op(name, wide, attrs, fast)
+    if y.dtype == np.float32 and "dtype" not in attrs:
+        y = y.astype(_BF16)
+    if rule is None:
+        return y, None, K, saved
+    return y, _BF16_RULE, K, (rule, saved, mask)
+
+
+def _bf16_backward(K, saved, g, needs):
+    rule, inner, mask = saved
+    if g.dtype is _BF16:
+        g = g.astype(np.float32)
+    contribs = rule.backward(K, inner, g, needs)
+    return tuple(c.astype(_BF16) if c is not None and m and c.dtype == np.float32 else c
+                 for c, m in zip(contribs, mask))
+
+
+_BF16_RULE = Rule("bfloat16", _forward_bf16, _bf16_backward, "memory")

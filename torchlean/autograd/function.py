@@ -24,6 +24,7 @@ loop gives the backward every output's gradient at once.
 
 from __future__ import annotations
 
+from ..dtypes import is_float_np
 from ..errors import AutogradError, ShapeError
 from ..kernels import get_kernels
 from .dispatch import device_of
@@ -94,7 +95,7 @@ class Function:
         inputs = [a for a in args if isinstance(a, Variable)]
         positions = [k for k, a in enumerate(args) if isinstance(a, Variable)]
         nondiff = {id(t) for t in ctx.non_differentiable}
-        diff = [k for k, o in enumerate(outs) if isinstance(o, Variable) and o._value.dtype.kind == "f"
+        diff = [k for k, o in enumerate(outs) if isinstance(o, Variable) and is_float_np(o._value.dtype)
                 and id(o) not in nondiff]
         fresh = []
         for o in outs:  # an input returned as is becomes a new tensor over the same values

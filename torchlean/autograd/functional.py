@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from ..dtypes import is_float_np
 from ..errors import AutogradError, DTypeError
 from ..kernels import get_kernels
 from .dispatch import device_of
@@ -29,7 +30,7 @@ def _leaves(inputs, op):
     for k, x in enumerate(_as_tuple(inputs)):
         if not isinstance(x, Variable):
             raise AutogradError(f"{op}: inputs[{k}] is a {type(x).__name__}, expected a tensor")
-        if x._value.dtype.kind != "f":
+        if not is_float_np(x._value.dtype):
             raise DTypeError(f"{op}: inputs[{k}] must be floating point, got {x._value.dtype}")
         leaf = wrap(x._value)
         leaf.requires_grad = True

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_float_np
 from ..errors import DeviceError, DTypeError
 from .registry import defspec
 
 
-def _cast_shape(x, *, dtype):
+def _np(dtype):
     try:
-        kind = np.dtype(dtype).kind
-    except TypeError:
-        kind = None
-    if kind not in ("f", "i", "u", "b"):
+        return np.dtype(dtype)
+    except TypeError:   # "bfloat16" without ml_dtypes, or not a dtype at all
+        return None
+
+
+def _cast_shape(x, *, dtype):
+    d = _np(dtype)
+    if d is None or not (d.kind in ("i", "u", "b") or is_float_np(d)):
         raise DTypeError(f"cast: dtype must be a float, integer or bool dtype, got {dtype!r}")
     return tuple(x)
 
@@ -26,7 +31,7 @@ def _cast(x, *, dtype):
 
 def _cast_vjp(g, x, *, dtype):
     # Only a float-to-float cast passes a gradient (an integer or bool result is not differentiable).
-    if np.dtype(dtype).kind != "f" or np.asarray(x).dtype.kind != "f":
+    if not is_float_np(np.dtype(dtype)) or not is_float_np(np.asarray(x).dtype):
         return (None,)
     return (np.asarray(g).astype(x.dtype),)
 
