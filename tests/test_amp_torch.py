@@ -239,3 +239,17 @@ def test_bfloat16_off_the_cpu_is_refused_naming_the_op():
     x = tl.ones(2).bfloat16()
     with pytest.raises(tl.errors.DTypeError, match="to_device: bfloat16 tensors are supported on the CPU only"):
         x.to("cuda")
+
+
+@pytest.mark.parametrize("low", LOW)
+def test_every_op_in_half_precision_is_within_the_unit_roundoff_of_its_meaning(low):
+    """The registry's contract in float16 / bfloat16 (torchlean check --dtype): every op's forward and VJP
+    on rounded inputs, against the float64 spec on the same inputs, element by element within u |y64| plus
+    the float32 kernel's allowance; and the bound is not loose: typical errors use about half of it."""
+    from torchlean.testing.checks import run_checks
+    res = run_checks("cpu", dtype=low)
+    bad = [f"{r.op} {r.check} {r.detail}" for r in res if not r.passed]
+    assert not bad, bad[:10]
+    assert len({r.op for r in res}) > 100
+    units = sorted(r.rel_err for r in res if "skipped" not in r.check)
+    assert 0.2 < units[len(units) // 2] < 0.8          # median error in units of u |y64|

@@ -223,3 +223,10 @@ def test_bench_suite_without_its_packages_is_unavailable(capsys, monkeypatch):
     code, out, err = run(capsys, "bench", "cuda_kernels")
     assert code == 2
     assert err.startswith("error: bench cuda_kernels: this suite needs CuPy") and "Traceback" not in err
+
+
+def test_check_in_half_precision_bounds_every_op_by_the_unit_roundoff(capsys):
+    code, out, err = run(capsys, "check", "--dtype", "float16", "--op", "softmax")
+    assert code == 0, err
+    assert "float16 forward" in out and "float16 vjp" in out and "units of u |y64|" in out
+    assert "all passed" in out

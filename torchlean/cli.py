@@ -1,7 +1,8 @@
 """The ``torchlean`` command (also ``python -m torchlean``).
 
     torchlean quickstart [tensors|autograd|mlp] [--steps N] [--device cpu|cuda]
-    torchlean check [--device cpu|cuda] [--op PATTERN] [-v]      (ops and fused optimizer steps)
+    torchlean check [--device cpu|cuda] [--op PATTERN] [--dtype float32|float16|bfloat16] [-v]
+                                                                 (ops and fused optimizer steps)
     torchlean ir check|run|convert FILE ...
     torchlean train MODEL [--device] [--steps | --epochs] [--batch-size] [--lr] [--seed] [--eager]
                           [--checkpoint PATH [--resume]] [--plot PNG]
@@ -102,6 +103,9 @@ def _check_args(p):
     p.add_argument("--op", metavar="PATTERN",
                    help="only ops whose name contains PATTERN or matches it as a glob (e.g. 'conv*')")
     p.add_argument("-v", "--verbose", action="store_true", help="one row per sample instead of per check")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                   help="float16/bfloat16: each op's forward and VJP in that dtype against the float64 meaning "
+                        "on the same rounded inputs, within the dtype's unit roundoff (CPU; default float32)")
     p.add_argument("--model", metavar="FILE",
                    help="instead: check a model (IR JSON or .onnx) compiled for --device against its "
                         "meaning, node by node; exit 1 on a divergence")
@@ -148,12 +152,20 @@ def _check(args) -> int:
     if args.model:
         return _import_optional("torchlean.ir.cli", "check --model").check_model(args.model, args.device)
     from .testing.checks import run_checks, run_optimizer_checks
-    results = run_checks(args.device, args.op) + run_optimizer_checks(args.device, args.op)
+    if args.dtype != "float32":
+        results = run_checks(args.device, args.op, dtype=args.dtype)
+    else:
+        results = run_checks(args.device, args.op) + run_optimizer_checks(args.device, args.op)
     if not results:
         where = f" matching {args.op!r}" if args.op else ""
         raise TorchLeanError(f"check: no op{where} has contract checks on device {args.device!r}")
     rows = summarize(results, args.verbose)
     print(format_table(rows))
+    if args.dtype != "float32":
+        from .testing.checks import UNIT_ROUNDOFF
+        print(f"\n{args.dtype} rows: 'max rel err' is the worst error in units of u |y64| (u = "
+              f"{UNIT_ROUNDOFF[args.dtype]:.3g}, the unit roundoff); each element must be within u |y64| plus "
+              f"the float32 kernel's allowance")
     failed = [r for r in results if not r.passed]
     if failed:
         print()

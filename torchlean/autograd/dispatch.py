@@ -102,7 +102,7 @@ def _kernels(dev, opts):
     return get_kernels(dev), RULES
 
 
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 
 
 def forward_op(name, vals, attrs, fast=None):
@@ -112,10 +112,10 @@ def forward_op(name, vals, attrs, fast=None):
     not a float (nothing to differentiate). ``fast`` (True or False) overrides the
     ``fast_kernels`` option for this call. This is the eager hot path: keep it lean.
     """
-    if _BF16 is not None:
-        for v in vals:
-            if v.dtype is _BF16:
-                return _forward_bf16(name, vals, attrs, fast)
+    for v in vals:
+        d = v.dtype
+        if d is _BF16 or (d is _F16 and type(v) is np.ndarray):
+            return _forward_low(name, vals, attrs, fast)
     opts = _OPTS[0]
     key = None
     if fast is not None and fast != opts.fast_kernels:
@@ -202,34 +202,38 @@ def forward_op(name, vals, attrs, fast=None):
     return y, rule, K, saved
 
 
-# ---- bfloat16 on the host: the float32 kernels, rounded ---------------------------------------------
+# ---- float16 and bfloat16 on the host: the float32 kernels, rounded once -----------------------------
 
-def _forward_bf16(name, vals, attrs, fast):
-    """Op ``name`` on inputs among which some are bfloat16 (host storage through ml_dtypes): those are
-    widened to float32, the op runs as for float32 inputs, and a float32 result is rounded to bfloat16
-    (unless the op names its result dtype: casts). The backward does the same through
-    :data:`_BF16_RULE`: the cotangent is widened, the op's own rule runs, and the contributions to
-    bfloat16 inputs are rounded. So every op has a bfloat16 form with float32 arithmetic inside and
-    one rounding per op, what torch's CPU kernels do for most ops."""
-    if attrs.get("device", "cpu") != "cpu" or any(device_of(v) != "cpu" for v in vals):
+def _forward_low(name, vals, attrs, fast):
+    """Op ``name`` on inputs among which some are float16 or bfloat16 (bfloat16 storage through
+    ml_dtypes): those are widened to float32, the op runs as for float32 inputs, and a float32 result
+    is rounded to the low dtype of the inputs (unless the op names its result dtype: casts). The
+    backward does the same through :data:`_LOW_RULE`: the cotangent is widened, the op's own rule runs,
+    and the contributions to low-precision inputs are rounded to their dtypes. So every op has its
+    half-precision forms at once, defined by its float32 kernels with one rounding per op (torch's
+    CPU kernels also compute half-precision ops in float32 inside), and its error against the float64
+    meaning is bounded by the unit roundoff of the dtype plus the float32 kernel's own
+    (``torchlean check --dtype``)."""
+    dts = tuple(v.dtype if v.dtype is _F16 or v.dtype is _BF16 else None for v in vals)
+    low = next(d for d in dts if d is not None)
+    if low is _BF16 and (attrs.get("device", "cpu") != "cpu" or any(device_of(v) != "cpu" for v in vals)):
         raise DTypeError(f"{name}: bfloat16 tensors are supported on the CPU only for now (issue 20)")
-    mask = tuple(v.dtype is _BF16 for v in vals)
-    wide = [v.astype(np.float32) if m else v for v, m in zip(vals, mask)]
+    wide = [v.astype(np.float32) if d is not None else v for v, d in zip(vals, dts)]
     y, rule, K, saved = forward_op(name, wide, attrs, fast)
     if y.dtype == np.float32 and "dtype" not in attrs:
-        y = y.astype(_BF16)
+        y = y.astype(low)
     if rule is None:
         return y, None, K, saved
-    return y, _BF16_RULE, K, (rule, saved, mask)
+    return y, _LOW_RULE, K, (rule, saved, dts)
 
 
-def _bf16_backward(K, saved, g, needs):
-    rule, inner, mask = saved
-    if g.dtype is _BF16:
+def _low_backward(K, saved, g, needs):
+    rule, inner, dts = saved
+    if g.dtype is _F16 or g.dtype is _BF16:
         g = g.astype(np.float32)
     contribs = rule.backward(K, inner, g, needs)
-    return tuple(c.astype(_BF16) if c is not None and m and c.dtype == np.float32 else c
-                 for c, m in zip(contribs, mask))
+    return tuple(c.astype(d) if c is not None and d is not None and c.dtype == np.float32 else c
+                 for c, d in zip(contribs, dts))
 
 
-_BF16_RULE = Rule("bfloat16", _forward_bf16, _bf16_backward, "memory")
+_LOW_RULE = Rule("half_precision", _forward_low, _low_backward, "memory")

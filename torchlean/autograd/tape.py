@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_float_np
 from ..errors import AutogradError, DTypeError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
@@ -34,7 +35,7 @@ from .node import Node, Released, sweep
 def zeros_for(v):
     """The zero gradient of a node whose value is ``v`` (an array or its :class:`Released` stand-in)."""
     dev = v.device if isinstance(v, Released) else device_of(v)
-    return get_kernels(dev).zeros(v.shape, v.dtype if v.dtype.kind == "f" else np.float32)
+    return get_kernels(dev).zeros(v.shape, v.dtype if is_float_np(v.dtype) else np.float32)
 
 
 def run_op(name, vals, attrs, fast=None, needs=None):
@@ -83,7 +84,7 @@ class Tape:
         """Add a leaf; its id is ``len(tape)`` before the call."""
         if not hasattr(value, "shape"):
             value = np.asarray(value)
-        if requires_grad and value.dtype.kind != "f":
+        if requires_grad and not is_float_np(value.dtype):
             raise DTypeError(f"leaf: only float values can require gradients, got dtype {value.dtype}")
         return self._push(Node(name, value, bool(requires_grad)))
 

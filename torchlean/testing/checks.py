@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..autograd.tape import Tape, run_op
-from ..errors import TorchLeanError
+from ..dtypes import BF16_NP
+from ..errors import DTypeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
 from .opinfo import DEVICE_TOL, OPINFOS, OpInfo, Sample
@@ -181,12 +182,16 @@ def check_samples(info: OpInfo, samples, device: str, rng, kind: str = "") -> li
 
 
 def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
-               all_devices: bool = False) -> list[Result]:
+               all_devices: bool = False, dtype: str = "float32") -> list[Result]:
     """Every op's contract on ``device`` (ops whose name contains ``pattern``).
 
-    ``all_devices=True`` also checks ops whose record does not (yet) claim ``device``.
+    ``all_devices=True`` also checks ops whose record does not (yet) claim ``device``. With ``dtype``
+    ``"float16"`` or ``"bfloat16"`` the forward and VJP of the ordinary samples run in that dtype
+    against the float64 meaning on the same (rounded) inputs (:func:`check_low`).
     """
     import fnmatch
+    if dtype != "float32":
+        low_dtype(dtype, device)
     rng = np.random.default_rng(seed)
     results = []
     for name, info in sorted(OPINFOS.items()):
@@ -194,10 +199,103 @@ def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
             continue
         if device not in info.devices and not all_devices:
             continue
+        if dtype != "float32":
+            for s in info.samples(rng):
+                results.extend(check_low(info, s, device, rng, dtype))
+            continue
         for kind, samples in (("", info.samples(rng)), ("edge ", info.edge(rng))):
             results.extend(check_samples(info, samples, device, rng, kind))
         results.extend(check_bad(info, device, rng))
     return results
+
+
+# ---- half precision: each op's error against its float64 meaning, in units of the dtype's roundoff -----
+
+#: dtype -> unit roundoff u (half the distance from 1 to the next number): float16 has 11 significant
+#: bits, bfloat16 8.
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def low_dtype(dtype: str, device: str):
+    """The NumPy dtype of ``dtype`` for checks on ``device`` (DTypeError where it has no kernels yet)."""
+    if dtype not in UNIT_ROUNDOFF:
+        raise DTypeError(f"check: --dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    if device != "cpu":
+        raise DTypeError(f"check: --dtype {dtype} on {device}: half-precision kernels are checked on the CPU only "
+                         f"for now (issue 20)")
+    if dtype == "bfloat16" and BF16_NP is None:
+        raise DTypeError("check: --dtype bfloat16 needs the ml_dtypes package (pip install ml_dtypes)")
+    return np.dtype(np.float16) if dtype == "float16" else BF16_NP
+
+
+def _low_err(got, ref, u, tol32):
+    """(max abs error, max error in units of u·|ref|, within the bound |got - ref| <= u|ref| + tol32)."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return float("inf"), float("inf"), False
+    if ref.size == 0:
+        return 0.0, 0.0, True
+    d = np.abs(got - ref)
+    if not np.isfinite(d).all():
+        return float("nan"), float("nan"), False
+    units = d / np.maximum(u * np.abs(ref), 1e-300)
+    return float(d.max()), float(np.min([units.max(), 1e300])), bool(np.all(d <= u * np.abs(ref) + tol32))
+
+
+def check_low(info: OpInfo, s: Sample, device: str, rng, dtype: str) -> list[Result]:
+    """Forward and VJP of sample ``s`` in ``dtype``. The float inputs (and the cotangent) are rounded to
+    ``dtype`` first and the float64 spec runs on those rounded values, so what is measured is the op's own
+    error: on the CPU each op computes in float32 and rounds its result once, so every element must
+    satisfy ``|y - y64| <= u |y64| + e32`` with ``u`` the dtype's unit roundoff and ``e32`` the float32
+    kernel's allowance (DEVICE_TOL x the op's tol_scale, relative to the largest |y64|). Samples whose
+    meaning is not finite in ``dtype`` (overflow) are skipped. Rows ``<dtype> forward`` / ``<dtype> vjp``;
+    the relative column is the worst error in units of ``u |y64|``."""
+    low = low_dtype(dtype, device)
+    u = UNIT_ROUNDOFF[dtype]
+    big = float(np.finfo(np.float16).max) if dtype == "float16" else 3.0e38
+    K = get_kernels(device)
+    xs = [np.asarray(x).astype(np.float32).astype(low).astype(np.float64) if np.asarray(x).dtype.kind == "f"
+          else np.asarray(x) for x in s.inputs]
+    spec = SPEC[info.name]
+    out = []
+    try:
+        ref = np.asarray(spec.forward(*xs, **s.attrs), dtype=np.float64)
+    except Exception as e:  # noqa: BLE001 - a rounded input outside the op's domain: nothing to compare
+        return [Result(info.name, f"{dtype} skipped", device, 0.0, 0.0, True, f"{s.desc}: {type(e).__name__}")]
+    if not np.isfinite(ref).all() or (ref.size and np.abs(ref).max() > big / 2):
+        return [Result(info.name, f"{dtype} skipped", device, 0.0, 0.0, True, f"{s.desc}: not finite in {dtype}")]
+    atol, rtol = DEVICE_TOL["cpu"]
+
+    def tol32(r):
+        return (atol + rtol * (float(np.abs(r).max()) if np.size(r) else 0.0)) * info.tol_scale
+
+    vals = [K.from_host(x, low if x.dtype.kind == "f" else x.dtype) for x in xs]
+    try:
+        y, _ = run_op(info.name, vals, s.attrs, fast=True)
+        a, units, ok = _low_err(np.asarray(K.to_host(y)).astype(np.float64), ref, u, tol32(ref))
+        out.append(Result(info.name, f"{dtype} forward", device, a, units, ok, s.desc))
+        diff = info.differentiable(len(xs))
+        if diff and ref.size:
+            g = cotangent(rng, ref.shape).astype(np.float32).astype(low).astype(np.float64)
+            want = spec.vjp(g, *xs, **s.attrs)
+            t = Tape(fast_kernels=True)
+            ids = [t.leaf(v, requires_grad=(i in diff)) for i, v in enumerate(vals)]
+            grads = t.backward(t.op(info.name, *ids, **s.attrs), seed=K.from_host(g, low))
+            worst_a = worst_u = 0.0
+            good = True
+            for i in diff:
+                got = np.asarray(K.to_host(grads[ids[i]])).astype(np.float64)
+                if want[i] is None:
+                    good &= not np.any(got)
+                    continue
+                a, units, ok = _low_err(got, want[i], u, tol32(want[i]))
+                worst_a, worst_u, good = max(worst_a, a), max(worst_u, units), good and ok
+            out.append(Result(info.name, f"{dtype} vjp", device, worst_a, worst_u, good, s.desc))
+    except Exception as e:  # noqa: BLE001 - a crash is exactly what this check reports
+        out.append(Result(info.name, f"{dtype} error", device, float("nan"), float("nan"), False,
+                          f"{s.desc}: {type(e).__name__}: {e}"))
+    return out
 
 
 # ---- optimizers: each fused step kernel against a float64 reference step ----------------------
