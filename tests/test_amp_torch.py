@@ -253,3 +253,25 @@ def test_every_op_in_half_precision_is_within_the_unit_roundoff_of_its_meaning(l
     assert len({r.op for r in res}) > 100
     units = sorted(r.rel_err for r in res if "skipped" not in r.check)
     assert 0.2 < units[len(units) // 2] < 0.8          # median error in units of u |y64|
+
+
+@needs_bf16
+def test_half_precision_files_move_between_torch_and_torchlean(tmp_path):
+    """safetensors F16/BF16 written by torch load here, ours load in torch; torch's .pt files with half
+    tensors load here, bit for bit."""
+    from safetensors.torch import load_file, save_file
+    t = {"a": torch.randn(3, 4).bfloat16(), "b": torch.randn(5).half()}
+    save_file(t, str(tmp_path / "t.safetensors"))
+    torch.save(t, str(tmp_path / "t.pt"))
+    for f in ("t.safetensors", "t.pt"):
+        got = tl.load(str(tmp_path / f))
+        assert (got["a"].dtype, got["b"].dtype) == (tl.bfloat16, tl.float16)
+        for k in t:
+            np.testing.assert_array_equal(got[k].float().numpy(), t[k].float().numpy())
+    ours = {"a": tl.tensor(np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)).bfloat16(),
+            "b": tl.tensor(np.linspace(-1, 1, 5, dtype=np.float32)).half()}
+    tl.save(ours, str(tmp_path / "o.safetensors"))
+    back = load_file(str(tmp_path / "o.safetensors"))
+    assert (back["a"].dtype, back["b"].dtype) == (torch.bfloat16, torch.float16)
+    for k in ours:
+        np.testing.assert_array_equal(back[k].float().numpy(), ours[k].float().numpy())
