@@ -275,3 +275,24 @@ def test_half_precision_files_move_between_torch_and_torchlean(tmp_path):
     assert (back["a"].dtype, back["b"].dtype) == (torch.bfloat16, torch.float16)
     for k in ours:
         np.testing.assert_array_equal(back[k].float().numpy(), ours[k].float().numpy())
+
+
+@needs_bf16
+def test_reference_step_measures_a_mixed_precision_step_against_float64():
+    tl.manual_seed(0)
+    net = tl.nn.Sequential(tl.nn.Conv2d(2, 4, 3), tl.nn.ReLU(), tl.nn.Flatten(), tl.nn.Linear(4 * 5 * 5, 3))
+    before = [p.detach().clone() for p in net.parameters()]
+    x, y = tl.randn(8, 2, 7, 7), tl.randint(0, 3, (8,))
+
+    def loss_fn(m, a, b):
+        return tl.nn.functional.cross_entropy(m(a), b)
+
+    r16 = tl.amp.reference_step(net, loss_fn, x, y, dtype=tl.float16)
+    rbf = tl.amp.reference_step(net, loss_fn, x, y)                  # the CPU default: bfloat16
+    assert (r16["dtype"], rbf["dtype"]) == ("float16", "bfloat16")
+    assert sorted(rbf["grads"]) == ["0.bias", "0.weight", "3.bias", "3.weight"]
+    for r in (r16, rbf):
+        assert r["loss_rel_err"] < 8 * r["unit_roundoff"] and r["worst"][1] < 32 * r["unit_roundoff"]
+    assert rbf["worst"][1] > r16["worst"][1]                         # bfloat16 keeps 3 fewer bits
+    assert all(p.grad is None for p in net.parameters())               # the model is left as it was
+    assert all(tl.equal(a, b) for a, b in zip(before, net.parameters()))

@@ -25,7 +25,7 @@ from collections import abc
 from .errors import BackendUnavailableError, DeviceError, DTypeError
 
 __all__ = ["GradScaler", "MixedPrecisionUnsupported", "autocast", "is_autocast_available", "is_autocast_enabled",
-           "get_autocast_dtype"]
+           "get_autocast_dtype", "reference_step"]
 
 _ISSUE_CUDA = ("mixed precision on CUDA (float16 / bfloat16 autocast) is not supported by torchlean yet "
                "(issue 20); pass enabled=False, or remove the autocast")
@@ -534,3 +534,62 @@ class CudaGradScaler(GradScaler):
         warnings.warn("`torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
                       "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning, stacklevel=2)
         super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+# ---- how far a mixed-precision step is from its meaning --------------------------------------------
+
+def reference_step(model, loss_fn, *batch, device_type: str = "cpu", dtype=None) -> dict:
+    """Replay one training step of ``model`` on ``batch`` twice, under ``autocast(device_type, dtype)``
+    and in float64 without autocast (a float64 copy of the model and of the batch's float tensors), and
+    report how far the mixed-precision loss and gradients are from the float64 ones:
+
+    ``{"dtype", "unit_roundoff", "loss", "loss64", "loss_rel_err", "grads": {name: (max abs err,
+    max abs err / max |g64|)}, "worst": (name, relative error)}``.
+
+    ``loss_fn(model, *batch)`` returns the scalar loss. The model's parameters, gradients and buffers
+    are left as they were (batch-norm statistics included: the step runs on copies).
+
+        >>> import torchlean as tl
+        >>> net = tl.nn.Sequential(tl.nn.Linear(4, 8), tl.nn.Tanh(), tl.nn.Linear(8, 2))
+        >>> x, y = tl.randn(16, 4), tl.randint(0, 2, (16,))
+        >>> r = tl.amp.reference_step(net, lambda m, a, b: tl.nn.functional.cross_entropy(m(a), b), x, y,
+        ...                           dtype=tl.float16)
+        >>> r["loss_rel_err"] < 1e-2 and r["worst"][1] < 5e-2
+        True
+    """
+    import copy
+    from .dtypes import as_dtype, bfloat16, float16
+    from .tensor import Tensor
+    low = as_dtype(dtype) if dtype is not None else (bfloat16 if device_type == "cpu" else float16)
+    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(low.name)
+    if u is None:
+        raise DTypeError(f"reference_step: dtype must be float16 or bfloat16, got {low.name}")
+
+    def run(m, args, cast):
+        for p in m.parameters():
+            p.grad = None
+        if cast:
+            with autocast(device_type, dtype=low):
+                loss = loss_fn(m, *args)
+        else:
+            loss = loss_fn(m, *args)
+        loss.backward()
+        return float(loss.item()), {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
+
+    lp = copy.deepcopy(model)
+    ref = copy.deepcopy(model).double()
+    wide = tuple(b.double() if isinstance(b, Tensor) and b.is_floating_point() else b for b in batch)
+    loss, grads = run(lp, batch, True)
+    loss64, grads64 = run(ref, wide, False)
+    report = {}
+    for name, g64 in grads64.items():
+        g = grads.get(name)
+        if g is None:
+            continue
+        d = (g.double() - g64).abs().max().item()
+        scale = g64.abs().max().item()
+        report[name] = (d, d / scale if scale > 0 else d)
+    worst = max(report.items(), key=lambda kv: kv[1][1]) if report else (None, 0.0)
+    return {"dtype": low.name, "unit_roundoff": u, "loss": loss, "loss64": loss64,
+            "loss_rel_err": abs(loss - loss64) / max(abs(loss64), 1e-300), "grads": report,
+            "worst": (worst[0], worst[1][1] if report else 0.0)}
