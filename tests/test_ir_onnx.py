@@ -559,3 +559,44 @@ def test_average_pool_ceil_mode_is_named():
                    {"x": (1, 1, 8)}, ["y"])
     with pytest.raises(IRError, match="ceil_mode=1 is supported for MaxPool only"):
         ir.from_onnx(m)
+
+
+def _lstm_model(op="LSTM", lens=None, direction="forward", **attrs):
+    rng = np.random.default_rng(6)
+    T, N, I, H = 5, 3, 4, 3
+    g = 4 if op == "LSTM" else 3
+    nd = 2 if direction == "bidirectional" else 1
+    inits = {"W": rng.standard_normal((nd, g * H, I)).astype(np.float32) * 0.5,
+             "R": rng.standard_normal((nd, g * H, H)).astype(np.float32) * 0.5,
+             "B": rng.standard_normal((nd, 2 * g * H)).astype(np.float32) * 0.1}
+    ins = ["x", "W", "R", "B"]
+    if lens is not None:
+        inits["L"] = np.array(lens, np.int32)
+        ins.append("L")
+    if op == "GRU":
+        attrs.setdefault("linear_before_reset", 1)
+    node = helper.make_node(op, ins, ["Y", "Yh"], hidden_size=H, direction=direction, **attrs)
+    return make_model([node], {"x": (T, N, I)}, ["Y", "Yh"], inits), rng.standard_normal((T, N, I)).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+@pytest.mark.parametrize("direction,lens", [("forward", None), ("reverse", None), ("bidirectional", None),
+                                            ("forward", [5, 2, 4])])
+def test_recurrent_layers(op, direction, lens):
+    m, x = _lstm_model(op, lens, direction)
+    compare(m, {"x": x})
+
+
+@pytest.mark.parametrize("op,attrs,match", [("LSTM", {"clip": 3.0}, "clip"),
+                                            ("LSTM", {"activations": ["Sigmoid", "Tanh", "Relu"]}, "activations"),
+                                            ("GRU", {"linear_before_reset": 0}, "linear_before_reset=0")])
+def test_recurrent_layer_forms_not_supported_are_named(op, attrs, match):
+    m, _ = _lstm_model(op, **attrs)
+    with pytest.raises(IRError, match=match):
+        ir.from_onnx(m)
+
+
+def test_reverse_recurrence_over_shorter_sequences_is_named():
+    m, _ = _lstm_model("LSTM", [5, 2, 4], "reverse")
+    with pytest.raises(IRError, match="sequence_lens shorter than the sequence with a reverse direction"):
+        ir.from_onnx(m)

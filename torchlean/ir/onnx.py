@@ -525,6 +525,107 @@ def _split(b, xs, a, opset):
     return _Outputs(out)
 
 
+# ---- recurrent layers: ONNX LSTM / GRU onto the IR's time-loop kinds (one per direction) ------------
+
+def _rnn_common(b, xs, a, op, gates):
+    """Checks shared by LSTM and GRU; returns (X, W, R, B, lengths mask or None, H, directions)."""
+    for name, default in (("clip", None), ("input_forget", 0), ("layout", 0)):
+        v = a.get(name, default)
+        if v not in (None, 0, default):
+            b.fail(f"attribute {name}={v} is not supported")
+    if a.get("activations") is not None:
+        b.fail("attribute activations is not supported (the default gate functions only)")
+    direction = a.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if direction not in ("forward", "reverse", "bidirectional"):
+        b.fail(f"direction {direction!r} is not one of forward, reverse, bidirectional")
+    dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+    X = xs[0]
+    T, N = b.shape(X)[:2]
+    W = b.constant(xs[1], f"W of {op}").astype(np.float64)
+    R = b.constant(xs[2], f"R of {op}").astype(np.float64)
+    H = R.shape[-1]
+    if "hidden_size" in a and int(a["hidden_size"]) != H:
+        b.fail(f"hidden_size={a['hidden_size']} does not match R's shape {list(R.shape)}")
+    B = _opt(xs, 3)
+    B = np.zeros((len(dirs), 2 * gates * H)) if B is None else b.constant(B, f"B of {op}").astype(np.float64)
+    mask = None
+    lens = _opt(xs, 4)
+    if lens is not None:
+        lens = _ints(b.constant(lens, f"sequence_lens of {op}"))
+        if any(n != T for n in lens):
+            if "reverse" in dirs:
+                b.fail("sequence_lens shorter than the sequence with a reverse direction are not supported")
+            mask = np.arange(T)[:, None] < np.asarray(lens)[None, :]
+    return X, W, R, B, mask, H, dirs, T, N
+
+
+def _state0(b, v, k, N, H):
+    return np.zeros((N, H)) if v is None else b.add("select", v, axis=0, index=k) if isinstance(v, _Ref) \
+        else np.asarray(v)[k]
+
+
+def _reorder(m, order, H):
+    """The gate blocks of ``m`` (rows of H) in ``order``."""
+    return np.concatenate([m[i * H:(i + 1) * H] for i in order])
+
+
+def _lstm(b, xs, a, opset):
+    X, W, R, B, mask, H, dirs, T, N = _rnn_common(b, xs, a, "LSTM", 4)
+    if _opt(xs, 7) is not None and np.any(b.constant(xs[7], "P of LSTM")):
+        b.fail("peephole weights P are not supported")
+    order = (0, 2, 3, 1)            # ONNX's i, o, f, c -> the IR's i, f, g, o
+    ys, hs, cs = [], [], []
+    extra = {} if mask is None else {"mask": mask}
+    for k, d in enumerate(dirs):
+        w, r = _reorder(W[k], order, H), _reorder(R[k], order, H)
+        bias = _reorder(B[k][:4 * H], order, H) + _reorder(B[k][4 * H:], order, H)
+        gx = b.add("add", b.add("matmul", X, w.T.copy()), bias)
+        if d == "reverse":
+            gx = b.add("flip", gx, dims=(0,))
+        st = b.add("lstm_scan", gx, r, _state0(b, _opt(xs, 5), k, N, H), _state0(b, _opt(xs, 6), k, N, H), **extra)
+        h = b.add("select", st, axis=0, index=0)
+        c = b.add("select", st, axis=0, index=1)
+        hs.append(b.add("select", h, axis=0, index=T - 1))
+        cs.append(b.add("select", c, axis=0, index=T - 1))
+        ys.append(b.add("flip", h, dims=(0,)) if d == "reverse" else h)
+    return _rnn_outputs(b, ys, mask, hs, cs)
+
+
+def _gru(b, xs, a, opset):
+    X, W, R, B, mask, H, dirs, T, N = _rnn_common(b, xs, a, "GRU", 3)
+    if not int(a.get("linear_before_reset", 0)):
+        b.fail("linear_before_reset=0 is not supported (torch's GRU, which the IR's gru_scan is, applies "
+               "the reset gate after the recurrent product: linear_before_reset=1)")
+    order = (1, 0, 2)               # ONNX's z, r, h -> the IR's r, z, n
+    ys, hs = [], []
+    extra = {} if mask is None else {"mask": mask}
+    for k, d in enumerate(dirs):
+        w, r = _reorder(W[k], order, H), _reorder(R[k], order, H)
+        wb, rb = _reorder(B[k][:3 * H], order, H), _reorder(B[k][3 * H:], order, H)
+        gx = b.add("add", b.add("matmul", X, w.T.copy()), wb)
+        if d == "reverse":
+            gx = b.add("flip", gx, dims=(0,))
+        h = b.add("gru_scan", gx, r, rb, _state0(b, _opt(xs, 5), k, N, H), **extra)
+        hs.append(b.add("select", h, axis=0, index=T - 1))
+        ys.append(b.add("flip", h, dims=(0,)) if d == "reverse" else h)
+    return _rnn_outputs(b, ys, mask, hs)
+
+
+def _rnn_outputs(b, ys, mask, *finals):
+    """``Y`` (T, directions, N, H) and the final states (directions, N, H), as ONNX orders them. The
+    scans hold a shorter sequence's state past its end (its final state is then the last row); ONNX's
+    ``Y`` is zero there."""
+    if mask is not None:
+        keep = mask.astype(np.float32)[:, :, None]
+        ys = [b.add("mul", y, keep) for y in ys]
+    Y = b.add("concat", *[b.add("unsqueeze", y, dim=1) for y in ys], axis=1)
+    outs = [Y]
+    for f in finals:
+        outs.append(b.add("concat", *[b.add("unsqueeze", v, dim=0) for v in f], axis=0))
+    return _Outputs(outs)
+
+
 def _where(b, xs, a, opset):
     cond = b.constant(xs[0], "the condition of Where").astype(bool)
     x, y = xs[1], xs[2]
@@ -739,7 +840,14 @@ CONVERTERS: dict = {
     "Expand": (_expand, ()), "ConstantOfShape": (_constant_of_shape, ("value",)),
     "Split": (_split, ("axis", "split", "num_outputs")), "Where": (_where, ()), "Range": (_range, ()),
     "Tile": (_tile, ()),
+    "LSTM": (_lstm, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                     "input_forget", "layout")),
+    "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                   "layout", "linear_before_reset")),
 }
+
+# Ops whose converters give all their outputs (an _Outputs).
+_MULTI_OUTPUT = {"Split", "LSTM", "GRU"}
 
 # Outputs beyond the first that may exist as long as nothing reads them.
 _UNUSED_EXTRA_OUTPUTS = {"Dropout", "LayerNormalization", "BatchNormalization", "MaxPool"}
@@ -956,7 +1064,7 @@ def _convert(model, input_shapes):
         ins = [None if name == "" else _get(b, env, name) for name in n.input]
         outs = [o for o in n.output if o]
         b.n_outputs = len(n.output)
-        if n.op_type != "Split":
+        if n.op_type not in _MULTI_OUTPUT:
             extra = [o for o in outs[1:] if consumers.get(o) or o in outputs]
             if extra:
                 b.fail(f"output {extra[0]!r} is used, but only the first output of {n.op_type} is supported")
