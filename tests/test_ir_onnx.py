@@ -600,3 +600,45 @@ def test_reverse_recurrence_over_shorter_sequences_is_named():
     m, _ = _lstm_model("LSTM", [5, 2, 4], "reverse")
     with pytest.raises(IRError, match="sequence_lens shorter than the sequence with a reverse direction"):
         ir.from_onnx(m)
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"])
+@pytest.mark.parametrize("opset,axes,keep", [(17, [1], 1), (17, [0, 2], 0), (18, [-1], 1), (18, None, 0)])
+def test_composed_reductions(op, opset, axes, keep):
+    x = np.random.default_rng(7).standard_normal((2, 3, 4)).astype(np.float32) * 3
+    kw = {"keepdims": keep}
+    ins, inits = ["x"], {}
+    if axes is not None and opset >= 18:
+        ins.append("axes")
+        inits["axes"] = np.array(axes, np.int64)
+    elif axes is not None:
+        kw["axes"] = axes
+    compare(make_model([helper.make_node(op, ins, ["y"], **kw)], {"x": x.shape}, ["y"], inits, opset=opset), {"x": x})
+
+
+def test_argmax_argmin_cumsum_global_max_pool_instance_norm_trilu():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["n"], epsilon=1e-3),
+             helper.make_node("CumSum", ["n", "ax"], ["c"], reverse=1, exclusive=1),
+             helper.make_node("Trilu", ["c", "k"], ["t"], upper=0),
+             helper.make_node("GlobalMaxPool", ["t"], ["g"]),
+             helper.make_node("Add", ["t", "g"], ["y"])]
+    inits = {"s": rng.standard_normal(3).astype(np.float32), "b": rng.standard_normal(3).astype(np.float32),
+             "ax": np.array(2, np.int64), "k": np.array(1, np.int64)}
+    compare(make_model(nodes, {"x": x.shape}, ["y"], inits), {"x": x})
+    for op in ("ArgMax", "ArgMin"):
+        m = make_model([helper.make_node(op, ["x"], ["i"], axis=-1, keepdims=0)], {"x": x.shape}, [], {})
+        m.graph.output.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        g, p = ir.from_onnx(m)
+        np.testing.assert_array_equal(ir.evaluate(g, p, x)[g.outputs[0]], sess.run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("keep", [0, 1])
+def test_max_and_min_over_several_axes(op, keep):
+    x = np.random.default_rng(9).standard_normal((2, 3, 4)).astype(np.float32)
+    m = make_model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keep)], {"x": x.shape}, ["y"],
+                   {"axes": np.array([0, 2], np.int64)}, opset=18)
+    compare(m, {"x": x})

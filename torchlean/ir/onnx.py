@@ -688,8 +688,102 @@ def _reduce(kind, axes_input_since):
                 return x
             axes = tuple(range(r))
         axes = tuple(sorted({_norm_axis(b, ax, r) for ax in axes}))
-        return b.add(kind, x, axis=axes, keepdim=bool(int(a.get("keepdims", 1))))
+        keep = bool(int(a.get("keepdims", 1)))
+        if kind in ("reduce_max", "reduce_min"):    # one axis per IR op: reduce them in turn
+            return _extreme_over(b, kind, x, axes, keep)
+        return b.add(kind, x, axis=axes, keepdim=keep)
     return conv
+
+
+def _extreme_over(b, kind, x, axes, keep):
+    """``kind`` (reduce_max / reduce_min) over several axes, one at a time."""
+    for ax in sorted(axes, reverse=True):
+        x = b.add(kind, x, axis=ax, keepdim=keep)
+    return x
+
+
+def _reduce_axes(b, xs, a, opset, since):
+    """``(axes, keepdim)`` of an ONNX reduction, or None when it reduces nothing (noop_with_empty_axes)."""
+    r = len(b.shape(xs[0]))
+    axes = _axes(b, xs, a, opset, since)
+    if not axes:
+        if int(a.get("noop_with_empty_axes", 0)):
+            return None
+        axes = tuple(range(r))
+    return tuple(sorted({_norm_axis(b, ax, r) for ax in axes})), bool(int(a.get("keepdims", 1)))
+
+
+def _reduce_composed(what):
+    """ReduceL1, ReduceL2, ReduceSumSquare and ReduceLogSumExp as compositions (axes an input from opset 18)."""
+    def conv(b, xs, a, opset):
+        x = xs[0]
+        got = _reduce_axes(b, xs, a, opset, 18)
+        if got is None:
+            return b.add("abs", x) if what == "l1" else b.add("mul", x, x) if what == "sumsq" else x
+        axes, keep = got
+        if what == "logsumexp":   # max-shifted, so large entries do not overflow
+            m = _extreme_over(b, "reduce_max", x, axes, True)
+            sm = b.add("reduce_sum", b.add("exp", b.add("sub", x, m)), axis=axes, keepdim=True)
+            out = b.add("add", b.add("log", sm), m)
+            if keep:
+                return out
+            return b.add("reshape", out, shape=tuple(d for i, d in enumerate(b.shape(x)) if i not in axes))
+        y = b.add("abs", x) if what == "l1" else b.add("mul", x, x)
+        y = b.add("reduce_sum", y, axis=axes, keepdim=keep)
+        return b.add("sqrt", y) if what == "l2" else y
+    return conv
+
+
+def _arg_extreme(kind):
+    def conv(b, xs, a, opset):
+        if int(a.get("select_last_index", 0)):
+            b.fail("select_last_index=1 is not supported (the first of tied entries is returned)")
+        r = len(b.shape(xs[0]))
+        return b.add(kind, xs[0], axis=_norm_axis(b, int(a.get("axis", 0)), r),
+                     keepdim=bool(int(a.get("keepdims", 1))))
+    return conv
+
+
+def _cumsum(b, xs, a, opset):
+    x = xs[0]
+    ax = _norm_axis(b, int(_scalar(b, xs[1], "the axis of CumSum")), len(b.shape(x)))
+    rev = bool(int(a.get("reverse", 0)))
+    y = b.add("flip", x, dims=(ax,)) if rev else x
+    c = b.add("cumsum", y, axis=ax)
+    if int(a.get("exclusive", 0)):
+        c = b.add("sub", c, y)
+    return b.add("flip", c, dims=(ax,)) if rev else c
+
+
+def _global_max_pool(b, xs, a, opset):
+    r = len(b.shape(xs[0]))
+    return _extreme_over(b, "reduce_max", xs[0], tuple(range(2, r)), True)
+
+
+def _instance_norm(b, xs, a, opset):
+    x, scale, bias = xs
+    s = b.shape(x)
+    if len(s) < 3:
+        b.fail(f"input of shape {list(s)} has no spatial axes")
+    flat = b.add("reshape", x, shape=(s[0], s[1], math.prod(s[2:])))
+    y = b.add("reshape", b.add("layer_norm_noaffine", flat, normalized_ndim=1, eps=float(a.get("epsilon", 1e-5))),
+              shape=s)
+    per_channel = (s[1],) + (1,) * (len(s) - 2)
+    sc = b.constant(scale, "scale of InstanceNormalization").astype(np.float64).reshape(per_channel)
+    bi = b.constant(bias, "B of InstanceNormalization").astype(np.float64).reshape(per_channel)
+    return b.add("add", b.add("mul", y, sc), bi)
+
+
+def _trilu(b, xs, a, opset):
+    x = xs[0]
+    k = int(_scalar(b, xs[1], "k of Trilu")) if _opt(xs, 1) is not None else 0
+    s = b.shape(x)
+    if len(s) < 2:
+        b.fail(f"input of shape {list(s)} is not a matrix")
+    keep = (np.triu if int(a.get("upper", 1)) else np.tril)(np.ones(s[-2:], bool), k)
+    if not isinstance(x, _Ref):
+        return np.where(keep, np.asarray(x), 0)
+    return b.add("where", x, np.zeros(s), cond=np.broadcast_to(keep, s).copy())
 
 
 def _global_avg_pool(b, xs, a, opset):
@@ -840,6 +934,14 @@ CONVERTERS: dict = {
     "Expand": (_expand, ()), "ConstantOfShape": (_constant_of_shape, ("value",)),
     "Split": (_split, ("axis", "split", "num_outputs")), "Where": (_where, ()), "Range": (_range, ()),
     "Tile": (_tile, ()),
+    "ReduceL1": (_reduce_composed("l1"), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ReduceL2": (_reduce_composed("l2"), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ReduceSumSquare": (_reduce_composed("sumsq"), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ReduceLogSumExp": (_reduce_composed("logsumexp"), ("axes", "keepdims", "noop_with_empty_axes")),
+    "ArgMax": (_arg_extreme("argmax"), ("axis", "keepdims", "select_last_index")),
+    "ArgMin": (_arg_extreme("argmin"), ("axis", "keepdims", "select_last_index")),
+    "CumSum": (_cumsum, ("exclusive", "reverse")), "GlobalMaxPool": (_global_max_pool, ()),
+    "InstanceNormalization": (_instance_norm, ("epsilon",)), "Trilu": (_trilu, ("upper",)),
     "LSTM": (_lstm, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                      "input_forget", "layout")),
     "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
