@@ -642,3 +642,37 @@ def test_max_and_min_over_several_axes(op, keep):
     m = make_model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keep)], {"x": x.shape}, ["y"],
                    {"axes": np.array([0, 2], np.int64)}, opset=18)
     compare(m, {"x": x})
+
+
+RESIZES = [dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),   # torch's
+           dict(mode="nearest"),                                                                     # ONNX's defaults
+           dict(mode="nearest", coordinate_transformation_mode="align_corners", nearest_mode="round_prefer_ceil"),
+           dict(mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),                 # bilinear
+           dict(mode="linear", coordinate_transformation_mode="align_corners"),
+           dict(mode="linear", coordinate_transformation_mode="asymmetric"),
+           dict(mode="cubic", coordinate_transformation_mode="half_pixel"),                          # bicubic
+           dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1)]
+
+
+@pytest.mark.parametrize("how", ["scales", "sizes"])
+@pytest.mark.parametrize("attrs", RESIZES, ids=[f"{a['mode']}-{a.get('coordinate_transformation_mode', 'hp')}"
+                                                 f"{'-a' if 'cubic_coeff_a' in a else ''}" for a in RESIZES])
+def test_resize(attrs, how):
+    x = np.random.default_rng(10).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    if how == "scales":
+        inits = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2.0, 1.5], np.float32)}
+        node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], **attrs)
+    else:
+        inits = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                 "sizes": np.array([1, 2, 3, 11], np.int64)}      # down on one axis, up on the other
+        node = helper.make_node("Resize", ["x", "roi", "scales", "sizes"], ["y"], **attrs)
+    compare(make_model([node], {"x": x.shape}, ["y"], inits), {"x": x})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("pads", [[0, 0, 1, 2, 0, 0, 2, 1], [0, 1, 0, 0, 0, 0, 3, 0], [0, 0, -1, 1, 0, 0, 1, -2]])
+def test_pad(mode, pads):
+    x = np.random.default_rng(11).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    inits = {"pads": np.array(pads, np.int64), "v": np.float32(0.5)}
+    ins = ["x", "pads", "v"] if mode == "constant" else ["x", "pads"]
+    compare(make_model([helper.make_node("Pad", ins, ["y"], mode=mode)], {"x": x.shape}, ["y"], inits), {"x": x})

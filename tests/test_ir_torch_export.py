@@ -51,12 +51,25 @@ def _blocks():
             x = x + self.proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
             return x + self.mlp(self.ln2(x))
 
-    return SE, Fire, GPTBlock
+    class UNetBlock(nn.Module):                # upsampling (nearest, bilinear, bicubic) and reflect padding
+        def __init__(self):
+            super().__init__()
+            self.down, self.up = nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.Conv2d(7, 4, 3)
+
+        def forward(self, x):
+            y = self.down(x)
+            a = nn.functional.interpolate(y, scale_factor=2, mode="nearest")
+            b = nn.functional.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+            c = nn.functional.interpolate(y, size=x.shape[-2:], mode="bicubic", align_corners=True)
+            z = torch.cat([a + b + c, x], 1)
+            return self.up(nn.functional.pad(z, (1, 1, 1, 1), mode="reflect"))
+
+    return SE, Fire, GPTBlock, UNetBlock
 
 
 def _models():
     nn = torch.nn
-    SE, Fire, GPTBlock = _blocks()
+    SE, Fire, GPTBlock, UNetBlock = _blocks()
     return {
         "mobilenet_v3_block": (nn.Sequential(
             nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.Hardswish(),
@@ -72,6 +85,7 @@ def _models():
         "gpt_decoder": (nn.Sequential(GPTBlock(), GPTBlock()), (2, 8, 16)),
         "transformer_encoder": (nn.TransformerEncoder(
             nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 2), (2, 5, 16)),
+        "unet_block": (UNetBlock(), (2, 3, 10, 12)),
         "lstm": (nn.LSTM(4, 6, batch_first=True), (2, 5, 4)),
         "lstm_2_layers_bidirectional": (nn.LSTM(4, 6, num_layers=2, bidirectional=True), (5, 2, 4)),
         "gru": (nn.GRU(4, 6, batch_first=True), (2, 5, 4)),

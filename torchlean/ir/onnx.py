@@ -626,6 +626,146 @@ def _rnn_outputs(b, ys, mask, *finals):
     return _Outputs(outs)
 
 
+# ---- Resize and Pad ---------------------------------------------------------------------------------
+
+def _resize_matrix(b, n_in, n_out, scale, a):
+    """The (n_out, n_in) matrix of one axis of ONNX Resize: output i is a weighted sum of input rows
+    (nearest: one weight 1; linear: two; cubic: four), with the coordinate mapping and the edge rule of
+    ONNX's reference (neighbours past the ends take the edge value)."""
+    def attr(name, default):
+        v = a.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+    ctm = attr("coordinate_transformation_mode", "half_pixel")
+    mode = attr("mode", "nearest")
+    i = np.arange(n_out, dtype=np.float64)
+    if ctm == "half_pixel":
+        x = (i + 0.5) / scale - 0.5
+    elif ctm == "pytorch_half_pixel":
+        x = (i + 0.5) / scale - 0.5 if n_out > 1 else np.zeros(n_out)
+    elif ctm == "align_corners":
+        x = i * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+    elif ctm == "asymmetric":
+        x = i / scale
+    else:
+        b.fail(f"coordinate_transformation_mode={ctm!r} is not supported")
+    m = np.zeros((n_out, n_in))
+    rows = np.arange(n_out)
+    if mode == "nearest":
+        nm = attr("nearest_mode", "round_prefer_floor")
+        frac = x - np.floor(x)
+        if nm == "floor":
+            k = np.floor(x)
+        elif nm == "ceil":
+            k = np.ceil(x)
+        elif nm == "round_prefer_floor":
+            k = np.where(frac == 0.5, np.floor(x), np.round(x))
+        elif nm == "round_prefer_ceil":
+            k = np.where(frac == 0.5, np.ceil(x), np.round(x))
+        else:
+            b.fail(f"nearest_mode={nm!r} is not supported")
+        m[rows, np.clip(k, 0, n_in - 1).astype(int)] = 1.0
+        return m
+    x0 = np.floor(x)
+    t = x - x0
+    if mode == "linear":
+        taps, w = (0, 1), [1 - t, t]
+    elif mode == "cubic":
+        A = float(a.get("cubic_coeff_a", -0.75))
+        u = [t + 1, t, 1 - t, 2 - t]
+        w = [((A * u[0] - 5 * A) * u[0] + 8 * A) * u[0] - 4 * A, ((A + 2) * u[1] - (A + 3)) * u[1] * u[1] + 1,
+             ((A + 2) * u[2] - (A + 3)) * u[2] * u[2] + 1, ((A * u[3] - 5 * A) * u[3] + 8 * A) * u[3] - 4 * A]
+        taps = (-1, 0, 1, 2)
+    else:
+        b.fail(f"mode={mode!r} is not supported")
+    exclude = int(a.get("exclude_outside", 0))
+    for tap, wt in zip(taps, w):
+        k = x0.astype(int) + tap
+        inside = (k >= 0) & (k < n_in)
+        wt = np.where(inside, wt, 0.0) if exclude else wt
+        np.add.at(m, (rows, np.clip(k, 0, n_in - 1)), wt)
+    if exclude:
+        m /= m.sum(axis=1, keepdims=True)
+    return m
+
+
+def _resize(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    for name in ("antialias", "keep_aspect_ratio_policy", "axes"):
+        if a.get(name) not in (None, 0, b"stretch", "stretch"):
+            b.fail(f"attribute {name}={a[name]!r} is not supported")
+    scales, sizes = _opt(xs, 2), _opt(xs, 3)
+    if sizes is not None and np.size(b.constant(sizes, "sizes of Resize")):
+        out = _ints(b.constant(sizes, "sizes of Resize"))
+        sc = [o / n for o, n in zip(out, s)]
+    elif scales is not None and np.size(b.constant(scales, "scales of Resize")):
+        sc = [float(v) for v in b.constant(scales, "scales of Resize").reshape(-1)]
+        out = tuple(int(np.floor(n * f)) for n, f in zip(s, sc))
+    else:
+        b.fail("give scales or sizes")
+    if len(out) != len(s):
+        b.fail(f"scales/sizes have {len(out)} entries for an input of rank {len(s)}")
+    for ax in range(len(s)):
+        if out[ax] == s[ax] and sc[ax] == 1.0:
+            continue
+        m = _resize_matrix(b, s[ax], out[ax], sc[ax], a)
+        last = len(s) - 1
+        if ax != last:
+            x = b.add("transpose", x, dim0=ax, dim1=last)
+        x = b.add("matmul", x, m.T.copy())
+        if ax != last:
+            x = b.add("transpose", x, dim0=ax, dim1=last)
+    return x
+
+
+def _pad(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    r = len(s)
+    mode = a.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if opset >= 11:
+        pads = _ints(b.constant(xs[1], "pads of Pad"))
+        value = _opt(xs, 2)
+        value = 0.0 if value is None else _scalar(b, value, "constant_value of Pad")
+        axes = _opt(xs, 3)
+        axes = tuple(range(r)) if axes is None else tuple(_norm_axis(b, v, r) for v in _ints(b.constant(axes, "axes")))
+    else:
+        pads, value, axes = tuple(int(p) for p in a.get("pads", ())), float(a.get("value", 0.0)), tuple(range(r))
+    if len(pads) != 2 * len(axes):
+        b.fail(f"pads {list(pads)} need {2 * len(axes)} entries")
+    if mode not in ("constant", "reflect", "edge"):
+        b.fail(f"mode={mode!r} is not supported")
+    for k, ax in enumerate(axes):
+        lo, hi = pads[k], pads[k + len(axes)]
+        n = b.shape(x)[ax]
+        if lo < 0 or hi < 0:   # negative pads crop
+            x = b.add("slice", x, axis=ax, start=max(-lo, 0), stop=n - max(-hi, 0))
+            lo, hi, n = max(lo, 0), max(hi, 0), b.shape(x)[ax]
+        if not lo and not hi:
+            continue
+        if mode == "reflect" and (lo >= n or hi >= n):
+            b.fail(f"reflect pads {lo}, {hi} need an axis longer than them (axis {ax} has {n})")
+        parts = []
+        for size, before in ((lo, True), (hi, False)):
+            if not size:
+                parts.append(None)
+                continue
+            shape = b.shape(x)[:ax] + (size,) + b.shape(x)[ax + 1:]
+            if mode == "constant":
+                part = np.full(shape, value)
+            elif mode == "edge":
+                edge = b.add("slice", x, axis=ax, start=0 if before else n - 1, stop=1 if before else n)
+                part = b.add("broadcast_to", edge, shape=shape)
+            else:
+                piece = b.add("slice", x, axis=ax, start=1, stop=size + 1) if before else \
+                    b.add("slice", x, axis=ax, start=n - 1 - size, stop=n - 1)
+                part = b.add("flip", piece, dims=(ax,))
+            parts.append(part)
+        x = b.add("concat", *[p for p in (parts[0], x, parts[1]) if p is not None], axis=ax)
+    return x
+
+
 def _where(b, xs, a, opset):
     cond = b.constant(xs[0], "the condition of Where").astype(bool)
     x, y = xs[1], xs[2]
@@ -942,6 +1082,9 @@ CONVERTERS: dict = {
     "ArgMin": (_arg_extreme("argmin"), ("axis", "keepdims", "select_last_index")),
     "CumSum": (_cumsum, ("exclusive", "reverse")), "GlobalMaxPool": (_global_max_pool, ()),
     "InstanceNormalization": (_instance_norm, ("epsilon",)), "Trilu": (_trilu, ("upper",)),
+    "Resize": (_resize, ("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                         "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode")),
+    "Pad": (_pad, ("mode", "pads", "value")),
     "LSTM": (_lstm, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                      "input_forget", "layout")),
     "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
