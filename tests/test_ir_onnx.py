@@ -676,3 +676,37 @@ def test_pad(mode, pads):
     inits = {"pads": np.array(pads, np.int64), "v": np.float32(0.5)}
     ins = ["x", "pads", "v"] if mode == "constant" else ["x", "pads"]
     compare(make_model([helper.make_node("Pad", ins, ["y"], mode=mode)], {"x": x.shape}, ["y"], inits), {"x": x})
+
+
+@pytest.mark.parametrize("opset,per", [(18, "group"), (21, "channel")])
+def test_group_normalization(opset, per):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    n = 3 if per == "group" else 6
+    inits = {"s": rng.standard_normal(n).astype(np.float32), "b": rng.standard_normal(n).astype(np.float32)}
+    m = make_model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-3)],
+                   {"x": x.shape}, ["y"], inits, opset=opset)
+    compare(m, {"x": x})
+
+
+def test_gather_elements_and_constant_masks_from_comparisons():
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    idx = np.array([[0, 3, -1, 2], [1, 1, 0, 0], [2, -4, 3, 1]], np.int64)
+    pos = np.arange(4, dtype=np.float32)
+    nodes = [helper.make_node("GatherElements", ["x", "i"], ["g"], axis=1),
+             helper.make_node("Less", ["pos", "two"], ["lt"]),           # a constant mask, folded
+             helper.make_node("GreaterOrEqual", ["pos", "one"], ["ge"]),
+             helper.make_node("And", ["lt", "ge"], ["both"]),
+             helper.make_node("Not", ["both"], ["mask"]),
+             helper.make_node("Where", ["mask", "g", "zero"], ["y"])]
+    m = make_model(nodes, {"x": x.shape}, ["y"], {"i": idx, "pos": pos, "two": np.float32(2), "one": np.float32(1),
+                                                  "zero": np.float32(0)})
+    compare(m, {"x": x})
+
+
+def test_boolean_logic_on_run_time_values_is_named():
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["c"]), helper.make_node("Not", ["c"], ["y"])]
+    m = make_model(nodes, {"x": (3,)}, ["y"], {"zero": np.float32(0)})
+    with pytest.raises(IRError, match="boolean logic on run-time values is not supported"):
+        ir.from_onnx(m)

@@ -766,6 +766,55 @@ def _pad(b, xs, a, opset):
     return x
 
 
+def _compare(op):
+    return lambda b, xs, a, opset: b.add("compare", xs[0], xs[1], op=op)
+
+
+def _logic(fn, arity):
+    """Not / And / Or / Xor: folded at import (the shape and mask computations exporters write);
+    on run-time values the IR has no boolean ops."""
+    def conv(b, xs, a, opset):
+        if any(isinstance(v, _Ref) for v in xs[:arity]):
+            b.fail("boolean logic on run-time values is not supported (only on constants, folded at import)")
+        return fn(*[np.asarray(v).astype(bool) for v in xs[:arity]])
+    return conv
+
+
+def _group_norm(b, xs, a, opset):
+    x, scale, bias = xs
+    s = b.shape(x)
+    G = int(a["num_groups"]) if "num_groups" in a else b.fail("num_groups is required")
+    C = s[1]
+    if len(s) < 2 or C % G:
+        b.fail(f"{C} channels do not split into {G} groups")
+    flat = b.add("reshape", x, shape=(s[0], G, (C // G) * math.prod(s[2:])))
+    y = b.add("reshape", b.add("layer_norm_noaffine", flat, normalized_ndim=1, eps=float(a.get("epsilon", 1e-5))),
+              shape=s)
+    sc = b.constant(scale, "scale of GroupNormalization").astype(np.float64).reshape(-1)
+    bi = b.constant(bias, "bias of GroupNormalization").astype(np.float64).reshape(-1)
+    if sc.size == G and G != C:   # opsets 18-20: one scale and bias per group
+        sc, bi = np.repeat(sc, C // G), np.repeat(bi, C // G)
+    if sc.size != C or bi.size != C:
+        b.fail(f"scale and bias need {C} (or {G}) entries, got {sc.size} and {bi.size}")
+    per_channel = (C,) + (1,) * (len(s) - 2)
+    return b.add("add", b.add("mul", y, sc.reshape(per_channel)), bi.reshape(per_channel))
+
+
+def _gather_elements(b, xs, a, opset):
+    x = xs[0]
+    s = b.shape(x)
+    ax = _norm_axis(b, int(a.get("axis", 0)), len(s))
+    idx = b.constant(xs[1], "indices of GatherElements").astype(np.int64)
+    if idx.ndim != len(s):
+        b.fail(f"indices of rank {idx.ndim} for data of rank {len(s)}")
+    if np.any((idx < -s[ax]) | (idx >= s[ax])):
+        b.fail(f"indices out of range [-{s[ax]}, {s[ax]}) on axis {ax}")
+    idx = np.where(idx < 0, idx + s[ax], idx)
+    if not isinstance(x, _Ref):
+        return np.take_along_axis(np.asarray(x), idx, axis=ax)
+    return b.add("gather", x, axis=ax, index=idx)
+
+
 def _where(b, xs, a, opset):
     cond = b.constant(xs[0], "the condition of Where").astype(bool)
     x, y = xs[1], xs[2]
@@ -1085,6 +1134,12 @@ CONVERTERS: dict = {
     "Resize": (_resize, ("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
                          "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode")),
     "Pad": (_pad, ("mode", "pads", "value")),
+    "Equal": (_compare("eq"), ()), "Less": (_compare("lt"), ()), "LessOrEqual": (_compare("le"), ()),
+    "Greater": (_compare("gt"), ()), "GreaterOrEqual": (_compare("ge"), ()),
+    "Not": (_logic(np.logical_not, 1), ()), "And": (_logic(np.logical_and, 2), ()),
+    "Or": (_logic(np.logical_or, 2), ()), "Xor": (_logic(np.logical_xor, 2), ()),
+    "GroupNormalization": (_group_norm, ("epsilon", "num_groups", "stash_type")),
+    "GatherElements": (_gather_elements, ("axis",)),
     "LSTM": (_lstm, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                      "input_forget", "layout")),
     "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
