@@ -710,3 +710,27 @@ def test_boolean_logic_on_run_time_values_is_named():
     m = make_model(nodes, {"x": (3,)}, ["y"], {"zero": np.float32(0)})
     with pytest.raises(IRError, match="boolean logic on run-time values is not supported"):
         ir.from_onnx(m)
+
+
+EINSUMS = [("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),        # attention scores
+           ("bhqk,bhkd->bqhd", [(2, 3, 4, 6), (2, 3, 6, 5)]),        # attention output, transposed
+           ("ij,jk->ik", [(3, 4), (4, 5)]), ("i,j->ij", [(3,), (4,)]), ("bi,bi->b", [(3, 4), (3, 4)]),
+           ("ij,kj->", [(3, 4), (2, 4)]), ("abc,cd->dba", [(2, 3, 4), (4, 5)]), ("ijk->kji", [(2, 3, 4)]),
+           ("ijk->j", [(2, 3, 4)]), ("bij,jk->bik", [(2, 3, 4), (4, 5)])]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum(eq, shapes):
+    rng = np.random.default_rng(14)
+    names = ["x", "w"][:len(shapes)]
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in zip(names, shapes)}
+    compare(make_model([helper.make_node("Einsum", names, ["y"], equation=eq)], dict(zip(names, shapes)), ["y"]),
+            feeds)
+
+
+@pytest.mark.parametrize("eq,match", [("ii->i", "diagonal"), ("...ij,jk->...ik", "ellipses")])
+def test_einsum_forms_not_supported_are_named(eq, match):
+    m = make_model([helper.make_node("Einsum", ["x"] if "," not in eq else ["x", "w"], ["y"], equation=eq)],
+                   {"x": (3, 3)} if "," not in eq else {"x": (3, 3), "w": (3, 2)}, ["y"])
+    with pytest.raises(IRError, match=match):
+        ir.from_onnx(m)

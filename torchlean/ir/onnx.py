@@ -815,6 +815,55 @@ def _gather_elements(b, xs, a, opset):
     return b.add("gather", x, axis=ax, index=idx)
 
 
+def _einsum(b, xs, a, opset):
+    """Einsum of one or two operands as sums, a transposition, reshapes and one batched matmul: the
+    indices of both operands and the output are batch axes, those of both and not the output are
+    contracted, those of one operand only are kept (or summed first when the output lacks them)."""
+    eq = a.get("equation", b"")
+    eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
+    if "..." in eq or "->" not in eq:
+        b.fail(f"equation {eq!r}: give the output explicitly (-> ...), without ellipses")
+    lhs, out = eq.split("->")
+    terms = lhs.split(",")
+    if len(terms) != len(xs) or len(terms) not in (1, 2):
+        b.fail(f"equation {eq!r}: one or two operands are supported, got {len(xs)}")
+    ops = []
+    for t, x in zip(terms, xs):
+        if len(set(t)) != len(t):
+            b.fail(f"equation {eq!r}: a repeated index within one operand (a diagonal) is not supported")
+        if len(t) != len(b.shape(x)):
+            b.fail(f"equation {eq!r}: term {t!r} for an operand of rank {len(b.shape(x))}")
+        other = set(out).union(*[set(u) for u in terms if u is not t])
+        gone = tuple(i for i, c in enumerate(t) if c not in other)
+        if gone:                     # an index only this operand has and the output drops: sum it now
+            x = b.add("reduce_sum", x, axis=gone)
+            t = "".join(c for i, c in enumerate(t) if i not in gone)
+        ops.append((t, x))
+    size = {}
+    for t, x in ops:
+        for c, n in zip(t, b.shape(x)):
+            if size.setdefault(c, n) != n:
+                b.fail(f"equation {eq!r}: index {c!r} has sizes {size[c]} and {n}")
+
+    def arrange(t, x, order):
+        perm = tuple(t.index(c) for c in order)
+        return x if perm == tuple(range(len(perm))) else b.add("permute", x, dims=perm)
+
+    if len(ops) == 1:
+        t, x = ops[0]
+        return arrange(t, x, out)
+    (ta, A), (tb, B) = ops
+    batch = [c for c in out if c in ta and c in tb]
+    left = [c for c in out if c in ta and c not in tb]
+    right = [c for c in out if c in tb and c not in ta]
+    contr = [c for c in ta if c in tb and c not in out]
+    prod = lambda cs: math.prod(size[c] for c in cs)  # noqa: E731
+    A2 = b.add("reshape", arrange(ta, A, batch + left + contr), shape=(prod(batch), prod(left), prod(contr)))
+    B2 = b.add("reshape", arrange(tb, B, batch + contr + right), shape=(prod(batch), prod(contr), prod(right)))
+    y = b.add("reshape", b.add("matmul", A2, B2), shape=tuple(size[c] for c in batch + left + right))
+    return arrange("".join(batch + left + right), y, out)
+
+
 def _where(b, xs, a, opset):
     cond = b.constant(xs[0], "the condition of Where").astype(bool)
     x, y = xs[1], xs[2]
@@ -1139,7 +1188,7 @@ CONVERTERS: dict = {
     "Not": (_logic(np.logical_not, 1), ()), "And": (_logic(np.logical_and, 2), ()),
     "Or": (_logic(np.logical_or, 2), ()), "Xor": (_logic(np.logical_xor, 2), ()),
     "GroupNormalization": (_group_norm, ("epsilon", "num_groups", "stash_type")),
-    "GatherElements": (_gather_elements, ("axis",)),
+    "GatherElements": (_gather_elements, ("axis",)), "Einsum": (_einsum, ("equation",)),
     "LSTM": (_lstm, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                      "input_forget", "layout")),
     "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
