@@ -132,32 +132,42 @@ def test_autocast_is_per_thread():
     assert seen == {"other": tl.float32, "main": tl.float16}
 
 
-def test_training_under_autocast_with_grad_scaler_tracks_torch():
-    """An MLP trained 6 steps under float16 autocast with a GradScaler: losses and weights follow torch's
-    within float16 error, and the scaler's state is the same."""
-    rng = np.random.default_rng(3)
-    xs = rng.standard_normal((6, 16, 10)).astype(np.float32)
-    ys = rng.integers(0, 4, (6, 16))
+def _train(m, seed, steps, act, make_opt, low, scaler_kw=None):
+    """An MLP 10-32-4 with fixed weights trained ``steps`` steps under CPU autocast in ``low`` (with a
+    GradScaler when ``scaler_kw``): ``(losses, weights, scaler state)``."""
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((steps, 16, 10)).astype(np.float32)
+    ys = rng.integers(0, 4, (steps, 16))
     w0 = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((32, 10), (32,), (4, 32), (4,))]
-    out = []
-    for m in (tl, torch):
-        net = m.nn.Sequential(m.nn.Linear(10, 32), m.nn.Tanh(), m.nn.Linear(32, 4))
-        with m.no_grad():
-            for p, w in zip(net.parameters(), w0):
-                p.copy_(m.tensor(w))
-        opt = m.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-        scaler = m.amp.GradScaler("cpu", init_scale=2.0 ** 14, growth_interval=2)
-        losses = []
-        for x, y in zip(xs, ys):
-            opt.zero_grad()
-            with m.autocast("cpu", dtype=m.float16):
-                loss = m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y))
+    net = m.nn.Sequential(m.nn.Linear(10, 32), getattr(m.nn, act)(), m.nn.Linear(32, 4))
+    with m.no_grad():
+        for p, w in zip(net.parameters(), w0):
+            p.copy_(m.tensor(w))
+    opt = make_opt(m, net.parameters())
+    scaler = m.amp.GradScaler("cpu", **scaler_kw) if scaler_kw else None
+    losses = []
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        with m.autocast("cpu", dtype=getattr(m, low)):
+            loss = m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y))
+        if scaler:
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-            losses.append(loss.item())
-        out.append((losses, [p.detach().numpy().copy() for p in net.parameters()], scaler.state_dict()))
-    (la, pa, sa), (lb, pb, sb) = out
+        else:
+            loss.backward()
+            opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().numpy().copy() for p in net.parameters()], scaler.state_dict() if scaler else None
+
+
+def test_training_under_autocast_with_grad_scaler_tracks_torch():
+    """An MLP trained 6 steps under float16 autocast with a GradScaler: losses and weights follow torch's
+    within float16 error, and the scaler's state is the same."""
+    def sgd(m, ps):
+        return m.optim.SGD(ps, lr=0.1, momentum=0.9)
+    (la, pa, sa), (lb, pb, sb) = (_train(m, 3, 6, "Tanh", sgd, "float16", dict(init_scale=2.0 ** 14, growth_interval=2))
+                                  for m in (tl, torch))
     np.testing.assert_allclose(la, lb, rtol=1e-2, atol=1e-3)
     for a, b in zip(pa, pb):
         np.testing.assert_allclose(a, b, rtol=1e-2, atol=2e-3)
@@ -209,28 +219,11 @@ def test_bfloat16_tensors_cast_print_and_save_like_torch(tmp_path):
 
 @needs_bf16
 def test_training_under_bfloat16_autocast_tracks_torch():
-    rng = np.random.default_rng(5)
-    xs = rng.standard_normal((5, 16, 10)).astype(np.float32)
-    ys = rng.integers(0, 4, (5, 16))
-    w0 = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((32, 10), (32,), (4, 32), (4,))]
-    out = []
-    for m in (tl, torch):
-        net = m.nn.Sequential(m.nn.Linear(10, 32), m.nn.GELU(), m.nn.Linear(32, 4))
-        with m.no_grad():
-            for p, w in zip(net.parameters(), w0):
-                p.copy_(m.tensor(w))
-        opt = m.optim.AdamW(net.parameters(), lr=1e-2)
-        losses = []
-        for x, y in zip(xs, ys):
-            opt.zero_grad()
-            with m.autocast("cpu", dtype=m.bfloat16):
-                loss = m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y))
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        out.append((losses, [p.detach().numpy().copy() for p in net.parameters()]))
-    np.testing.assert_allclose(out[0][0], out[1][0], rtol=3e-2, atol=1e-2)
-    for a, b in zip(out[0][1], out[1][1]):
+    def adamw(m, ps):
+        return m.optim.AdamW(ps, lr=1e-2)
+    (la, pa, _), (lb, pb, _) = (_train(m, 5, 5, "GELU", adamw, "bfloat16") for m in (tl, torch))
+    np.testing.assert_allclose(la, lb, rtol=3e-2, atol=1e-2)
+    for a, b in zip(pa, pb):
         np.testing.assert_allclose(a, b, rtol=3e-2, atol=5e-3)
 
 
