@@ -1,12 +1,11 @@
 """ONNX files exported by torch's exporter: imported, evaluated, compiled, against onnxruntime."""
 
-import io
-import warnings
 
 import numpy as np
 import pytest
 
 from torchlean import ir
+from torchlean.bench.bench_onnx import export
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
@@ -98,19 +97,12 @@ def _models():
     }
 
 
-def _export(model, x, opset=17):
-    f = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter announces its deprecation
-        torch.onnx.export(model, (x,), f, dynamo=False, input_names=["x"], opset_version=opset)
-    return f.getvalue()
-
-
-@pytest.mark.parametrize("opset", [17, 18])
-@pytest.mark.parametrize("name", sorted(_models()))
-def test_torch_exported_model_matches_onnxruntime(name, opset):
+def check_exported(model, shape, opset):
+    """Export ``model`` (random weights, non-trivial batch-norm statistics) at ``opset``, import it, and
+    compare every output with onnxruntime through the IR's meaning and the compiled program, and the
+    equivalence report. Returns the largest difference of the first output relative to its largest
+    entry, the compiled program and the input."""
     torch.manual_seed(0)
-    model, shape = _models()[name]
     model.eval()
     with torch.no_grad():
         for m in model.modules():  # non-trivial running statistics, so folding them matters
@@ -118,7 +110,7 @@ def test_torch_exported_model_matches_onnxruntime(name, opset):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
     x = torch.randn(*shape)
-    data = _export(model, x, opset)
+    data = export(torch, model, x, opset)
     refs = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})
     ref = refs[0]
     g, p = ir.from_onnx(data)
@@ -128,7 +120,8 @@ def test_torch_exported_model_matches_onnxruntime(name, opset):
     for o, r in zip(g.outputs[1:], refs[1:]):   # the other outputs too (an LSTM's final h and c)
         assert values[o].shape == r.shape and np.abs(values[o] - r).max() <= 1e-4 * max(1.0, np.abs(r).max())
     meaning = values[g.outputs[0]]
-    compiled = ir.compile(g, p)(x.numpy())
+    program = ir.compile(g, p)
+    compiled = program(x.numpy())
     if isinstance(compiled, (tuple, list)):     # several graph outputs (an LSTM's output and final states)
         compiled = compiled[0]
     scale = np.abs(ref).max()
@@ -136,3 +129,11 @@ def test_torch_exported_model_matches_onnxruntime(name, opset):
     assert np.abs(np.asarray(compiled) - ref).max() <= 1e-4 * scale
     report = ir.check_equivalence(g, p, x.numpy())
     assert report.passed, str(report)
+    return float(np.abs(meaning - ref).max() / scale), program, x.numpy(), data
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("name", sorted(_models()))
+def test_torch_exported_model_matches_onnxruntime(name, opset):
+    model, shape = _models()[name]
+    check_exported(model, shape, opset)
