@@ -734,3 +734,24 @@ def test_einsum_forms_not_supported_are_named(eq, match):
                    {"x": (3, 3)} if "," not in eq else {"x": (3, 3), "w": (3, 2)}, ["y"])
     with pytest.raises(IRError, match=match):
         ir.from_onnx(m)
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/hostname"])
+def test_external_data_outside_the_models_folder_is_refused(tmp_path, location):
+    """A model whose initializer points outside its own folder is refused with a clean error, and
+    nothing outside the folder is read."""
+    (tmp_path / "secret.bin").write_bytes(np.arange(2, dtype=np.float32).tobytes())
+    folder = tmp_path / "models"
+    folder.mkdir()
+    w = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    w.data_location = TensorProto.EXTERNAL
+    w.ClearField("raw_data")
+    for k, v in (("location", location), ("offset", "0"), ("length", "8")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], {"x": (2,)}, ["y"])
+    m.graph.initializer.append(w)
+    path = folder / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    with pytest.raises(IRError, match="cannot read the ONNX model"):
+        ir.from_onnx(str(path))
