@@ -755,3 +755,34 @@ def test_external_data_outside_the_models_folder_is_refused(tmp_path, location):
     path.write_bytes(m.SerializeToString())
     with pytest.raises(IRError, match="cannot read the ONNX model"):
         ir.from_onnx(str(path))
+
+
+@pytest.mark.parametrize("idx", [np.array([[0, 1], [2, 0]]), np.array([[[1], [0]]]), np.array([[-1, -2, 0]])])
+def test_gather_nd(idx):
+    x = np.random.default_rng(15).standard_normal((3, 2, 4)).astype(np.float32)
+    m = make_model([helper.make_node("GatherND", ["x", "i"], ["y"])], {"x": x.shape}, ["y"], {"i": idx.astype(np.int64)})
+    compare(m, {"x": x})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_scatter_nd(reduction):
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    idx = np.array([[2], [0], [2]] if reduction == "add" else [[2], [0]], np.int64)
+    upd = rng.standard_normal((len(idx), 3)).astype(np.float32)
+    m = make_model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)], {"x": x.shape},
+                   ["y"], {"i": idx, "u": upd}, opset=18)
+    compare(m, {"x": x})
+
+
+@pytest.mark.parametrize("opset,axes,keep", [(17, [1], 1), (17, [0, 2], 0), (18, None, 1)])
+def test_reduce_prod(opset, axes, keep):
+    x = np.random.default_rng(17).uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+    kw, ins, inits = {"keepdims": keep}, ["x"], {}
+    if axes is not None and opset >= 18:
+        ins.append("axes")
+        inits["axes"] = np.array(axes, np.int64)
+    elif axes is not None:
+        kw["axes"] = axes
+    compare(make_model([helper.make_node("ReduceProd", ins, ["y"], **kw)], {"x": x.shape}, ["y"], inits, opset=opset),
+            {"x": x})

@@ -864,6 +864,66 @@ def _einsum(b, xs, a, opset):
     return arrange("".join(batch + left + right), y, out)
 
 
+def _gather_nd(b, xs, a, opset):
+    """GatherND with constant indices (batch_dims=0): the indexed leading axes flattened into one, whose
+    rows index_select takes."""
+    if int(a.get("batch_dims", 0)):
+        b.fail("batch_dims > 0 is not supported")
+    x = xs[0]
+    s = b.shape(x)
+    idx = b.constant(xs[1], "indices of GatherND").astype(np.int64)
+    k = idx.shape[-1]
+    if k > len(s):
+        b.fail(f"index tuples of length {k} for data of rank {len(s)}")
+    lead = np.asarray(s[:k])
+    if np.any((idx < -lead) | (idx >= lead)):
+        b.fail(f"indices out of range of the data's leading axes {list(s[:k])}")
+    idx = np.where(idx < 0, idx + lead, idx)
+    rows = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), s[:k]).reshape(-1) if k else \
+        np.zeros(int(np.prod(idx.shape[:-1])), np.int64)
+    if not isinstance(x, _Ref):
+        return np.asarray(x).reshape((-1,) + s[k:])[rows].reshape(idx.shape[:-1] + s[k:])
+    flat = b.add("reshape", x, shape=(math.prod(s[:k]),) + s[k:])
+    picked = b.add("index_select", flat, axis=0, indices=rows.astype(np.int64))
+    return b.add("reshape", picked, shape=idx.shape[:-1] + s[k:])
+
+
+def _scatter_nd(b, xs, a, opset):
+    """ScatterND with constant indices: ``put`` at the flat offsets of every updated element (the last
+    write wins where indices repeat; reduction="add" accumulates)."""
+    red = a.get("reduction", b"none")
+    red = red.decode() if isinstance(red, bytes) else red
+    if red not in ("none", "add"):
+        b.fail(f"reduction={red!r} is not supported (none or add)")
+    x, upd = xs[0], xs[2]
+    s = b.shape(x)
+    idx = b.constant(xs[1], "indices of ScatterND").astype(np.int64)
+    k = idx.shape[-1]
+    if tuple(b.shape(upd)) != idx.shape[:-1] + s[k:]:
+        b.fail(f"updates of shape {list(b.shape(upd))}, expected {list(idx.shape[:-1] + s[k:])}")
+    lead = np.asarray(s[:k])
+    if np.any((idx < -lead) | (idx >= lead)):
+        b.fail(f"indices out of range of the data's leading axes {list(s[:k])}")
+    idx = np.where(idx < 0, idx + lead, idx)
+    base = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), s[:k]) * math.prod(s[k:])
+    offsets = base.reshape(base.shape + (1,) * (len(s) - k)) + np.arange(math.prod(s[k:])).reshape(s[k:])
+    return b.add("put", x, upd, index=offsets.astype(np.int64), accumulate=red == "add")
+
+
+def _reduce_prod(b, xs, a, opset):
+    x = xs[0]
+    got = _reduce_axes(b, xs, a, opset, 18)
+    if got is None:
+        return x
+    axes, keep = got
+    for ax in sorted(axes, reverse=True):   # the running product's last entry, one axis at a time
+        n = b.shape(x)[ax]
+        x = b.add("slice", b.add("cumprod", x, axis=ax), axis=ax, start=n - 1, stop=n)
+        if not keep:
+            x = b.add("squeeze", x, dim=ax)
+    return x
+
+
 def _where(b, xs, a, opset):
     cond = b.constant(xs[0], "the condition of Where").astype(bool)
     x, y = xs[1], xs[2]
@@ -1189,6 +1249,8 @@ CONVERTERS: dict = {
     "Or": (_logic(np.logical_or, 2), ()), "Xor": (_logic(np.logical_xor, 2), ()),
     "GroupNormalization": (_group_norm, ("epsilon", "num_groups", "stash_type")),
     "GatherElements": (_gather_elements, ("axis",)), "Einsum": (_einsum, ("equation",)),
+    "GatherND": (_gather_nd, ("batch_dims",)), "ScatterND": (_scatter_nd, ("reduction",)),
+    "ReduceProd": (_reduce_prod, ("axes", "keepdims", "noop_with_empty_axes")),
     "LSTM": (_lstm, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                      "input_forget", "layout")),
     "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
