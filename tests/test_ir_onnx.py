@@ -353,10 +353,25 @@ def test_conv1d_and_transpose():
     compare(m, {"x": rnd(2, 3, 9)})
 
 
-def test_asymmetric_pads_rejected():
-    m = make_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 1, 1, 1], name="c1")],
-                   {"x": (1, 1, 5, 5)}, ["y"], {"w": rnd(1, 1, 3, 3)})
-    with pytest.raises(IRError, match=r"'c1' \(Conv\): asymmetric pads"):
+@pytest.mark.parametrize("op,pads", [("Conv", [0, 1, 1, 1]), ("Conv", [2, 0, 0, 1]), ("MaxPool", [0, 0, 1, 1]),
+                                     ("MaxPool", [1, 0, 0, 2])])
+def test_asymmetric_pads_become_cells(op, pads):
+    """SAME padding and pre-opset-10 ceil-mode pooling as exporters write them: the excess of one side is
+    written as zero (Conv) or -inf (MaxPool) cells."""
+    x = rnd(1, 2, 5, 6)
+    if op == "Conv":
+        m = make_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=pads)], {"x": x.shape}, ["y"],
+                       {"w": rnd(3, 2, 3, 3)})
+    else:
+        m = make_model([helper.make_node("MaxPool", ["x"], ["y"], pads=pads, kernel_shape=[3, 3], strides=[2, 2])],
+                       {"x": x.shape}, ["y"])
+    compare(m, {"x": x})
+
+
+def test_asymmetric_pads_of_the_other_ops_are_named():
+    m = make_model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 1, 1, 1],
+                                     count_include_pad=1, name="p1")], {"x": (1, 1, 5, 5)}, ["y"])
+    with pytest.raises(IRError, match=r"'p1' \(AveragePool\): asymmetric pads"):
         ir.from_onnx(m)
 
 

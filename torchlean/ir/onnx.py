@@ -157,6 +157,29 @@ def _sym_pads(b, attrs, d):
     return pads[:d]
 
 
+def _pads_with_cells(b, x, attrs, d, fill):
+    """``(x, pads)``: ONNX ``pads`` (begin and end per spatial axis) as the IR's symmetric padding, the
+    excess on the longer side written into ``x`` as ``fill`` cells (zeros for a convolution, -inf for a
+    max pool: exporters write asymmetric pads for SAME padding and for ceil-mode pooling before opset 10)."""
+    pads = attrs.get("pads")
+    if pads is None:
+        return x, (0,) * d
+    pads = tuple(int(p) for p in pads)
+    if len(pads) != 2 * d:
+        b.fail(f"attribute pads={list(pads)} needs {2 * d} entries")
+    if any(p < 0 for p in pads):
+        b.fail(f"negative pads {list(pads)} are not supported")
+    begin, end = pads[:d], pads[d:]
+    for i in range(d):
+        extra = end[i] - begin[i]
+        if extra:
+            ax = 2 + i
+            s = b.shape(x)
+            cells = np.full(s[:ax] + (abs(extra),) + s[ax + 1:], fill, dtype=np.float32)
+            x = b.add("concat", *((x, cells) if extra > 0 else (cells, x)), axis=ax)
+    return x, tuple(min(p, q) for p, q in zip(begin, end))
+
+
 def _auto_pad(b, attrs):
     ap = attrs.get("auto_pad", "NOTSET")
     if isinstance(ap, bytes):
@@ -1108,8 +1131,12 @@ def _conv(kind):
         else:
             out = w.shape[0]
         bias = np.zeros(out, dtype=w.dtype) if bias is None else b.constant(bias, "the bias")
+        if kind == "conv":
+            x, pads = _pads_with_cells(b, x, a, d, 0.0)
+        else:
+            pads = _sym_pads(b, a, d)
         return b.add(kind, x, params={"weight": w, "bias": bias},
-                     stride=_spatial(b, a, d, "strides", 1), padding=_sym_pads(b, a, d),
+                     stride=_spatial(b, a, d, "strides", 1), padding=pads,
                      dilation=_spatial(b, a, d, "dilations", 1), groups=groups)
     return conv
 
@@ -1133,8 +1160,11 @@ def _pool(kind):
             extra["dilation"] = dil
         if int(a.get("storage_order", 0)):
             b.fail("storage_order=1 is not supported")
-        pad = _sym_pads(b, a, d)
         x = xs[0]
+        if kind == "max_pool":
+            x, pad = _pads_with_cells(b, x, a, d, -np.inf)
+        else:
+            pad = _sym_pads(b, a, d)
         if ceil:
             x = _ceil_mode_tail(b, x, _spatial(b, a, d, "kernel_shape", 1), _spatial(b, a, d, "strides", 1), pad, dil)
         if kind == "avg_pool" and any(pad) and not int(a.get("count_include_pad", 0)):
@@ -1388,12 +1418,34 @@ def from_onnx(model_or_path, input_shapes=None) -> tuple:
         raise IRError(f"from_onnx: malformed ONNX model: {type(e).__name__}: {e}") from None
 
 
-def _convert(model, input_shapes):
-    onnx, helper, numpy_helper = _onnx()
+#: Models of an older opset are first brought to this one by onnx.version_converter (where it can:
+#: otherwise the converters below read the older forms themselves).
+MIN_OPSET = 13
+
+
+def _opset(model) -> int:
     opset = 1
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
             opset = int(imp.version)
+    return opset
+
+
+def _upgraded(model):
+    """``model`` converted to :data:`MIN_OPSET` when older (the model itself when the converter fails)."""
+    if _opset(model) >= MIN_OPSET:
+        return model
+    try:
+        from onnx import version_converter
+        return version_converter.convert_version(model, MIN_OPSET)
+    except Exception:  # noqa: BLE001 - an op the converter has no adapter for: read the older forms
+        return model
+
+
+def _convert(model, input_shapes):
+    onnx, helper, numpy_helper = _onnx()
+    model = _upgraded(model)
+    opset = _opset(model)
     graph = model.graph
     b = _Builder()
     env: dict = {}
