@@ -289,3 +289,25 @@ def test_reference_step_measures_a_mixed_precision_step_against_float64():
     assert rbf["worst"][1] > r16["worst"][1]                         # bfloat16 keeps 3 fewer bits
     assert all(p.grad is None for p in net.parameters())               # the model is left as it was
     assert all(tl.equal(a, b) for a, b in zip(before, net.parameters()))
+
+
+@needs_bf16
+@pytest.mark.parametrize("name,kw", [("SGD", {"momentum": 0.9}), ("Adam", {}), ("AdamW", {"weight_decay": 0.1}),
+                                     ("RMSprop", {}), ("Adagrad", {}), ("Adadelta", {"lr": 1.0})])
+def test_optimizers_on_bfloat16_parameters_track_torch(name, kw):
+    """Optimizer steps on bfloat16 parameters and states, rounded after each operation as torch's foreach
+    steps round: 10 steps stay within a few bfloat16 units (2^-8 relative) of torch's, and move the
+    parameters by far more than that."""
+    res = []
+    start = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    for m in (tl, torch):
+        p = m.tensor(start).to(m.bfloat16).requires_grad_(True)
+        opt = getattr(m.optim, name)([p], **{"lr": 0.01, **kw})
+        for _ in range(10):
+            opt.zero_grad()
+            (p.float() ** 3).sum().backward()
+            opt.step()
+        assert str(p.dtype).endswith("bfloat16")
+        res.append(p.detach().float().numpy())
+    np.testing.assert_allclose(res[0], res[1], rtol=2 ** -4, atol=2 ** -8)
+    assert np.abs(res[1] - start).max() > 10 * np.abs(res[1] - res[0]).max()     # the steps did move them
