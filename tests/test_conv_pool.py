@@ -294,3 +294,25 @@ def test_kernel_surface_lists_conv_kernels():
                  "max_pool_forward", "max_pool_backward", "avg_pool_forward", "avg_pool_backward",
                  "smooth_max_pool_forward", "smooth_max_pool_backward"):
         assert callable(getattr(K, name))
+
+
+def test_host_max_pool_agrees_with_the_generic_loop_on_ties_nans_and_infinities():
+    """The host max pool (maxima first, then each window's first winner) against the loop the CUDA
+    kernels run (through a NumPy namespace that is not NumPy itself): same values, same winner indices."""
+    import types
+    from torchlean.kernels.host import conv
+    generic = types.SimpleNamespace(**{n: getattr(np, n) for n in ("zeros", "where", "isnan", "isneginf", "full",
+                                                                   "arange", "maximum", "ascontiguousarray", "pad",
+                                                                   "asarray", "concatenate")})
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        x = rng.integers(-2, 3, (2, 3, 7, 6)).astype(np.float32)      # many ties
+        x[rng.random(x.shape) < 0.05] = np.nan
+        x[rng.random(x.shape) < 0.05] = -np.inf
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        s = (int(rng.integers(1, 3)),) * 2
+        p = (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1)))
+        y1, i1 = conv.max_pool_forward(x, k, s, p, (1, 1))
+        y2, i2 = conv.max_pool_forward(x, k, s, p, (1, 1), xp=generic)
+        np.testing.assert_array_equal(y1, y2)
+        np.testing.assert_array_equal(i1, i2)
