@@ -1,7 +1,7 @@
 """ONNX import of the torchvision classification families against onnxruntime, on the CPU.
 
-    torchlean bench onnx [--opsets 17,18] [--rounds 20]
-    python -m torchlean.bench.bench_onnx ...
+    torchlean bench onnx [--runs 20] [--save]
+    python -m torchlean.bench.bench_onnx [--opsets 17,18] [--runs 20] [--resnet18 1,32] [--save]
 
 Each family is written once with torch.nn at small sizes (:func:`zoo`: the characteristic blocks of
 ResNet, ResNeXt/wide ResNet, RegNet, MobileNetV2, MNASNet, EfficientNet, ShuffleNetV2, DenseNet,
@@ -191,6 +191,30 @@ def zoo(torch):
         }
 
 
+def resnet18(torch):
+    """torchvision's resnet18 written with torch.nn (the same layers and shapes, random weights)."""
+    nn = torch.nn
+    F = nn.functional
+
+    class Basic(nn.Module):
+        def __init__(self, ci, co, st):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(ci, co, 3, st, 1, bias=False), nn.BatchNorm2d(co)
+            self.c2, self.b2 = nn.Conv2d(co, co, 3, 1, 1, bias=False), nn.BatchNorm2d(co)
+            self.sc = nn.Sequential(nn.Conv2d(ci, co, 1, st, bias=False), nn.BatchNorm2d(co)) \
+                if st != 1 or ci != co else nn.Identity()
+
+        def forward(self, x):
+            return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + self.sc(x))
+
+    def layer(ci, co, st):
+        return nn.Sequential(Basic(ci, co, st), Basic(co, co, 1))
+
+    return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                         layer(64, 64, 1), layer(64, 128, 2), layer(128, 256, 2), layer(256, 512, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000))
+
+
 def export(torch, model, x, opset):
     f = io.BytesIO()
     with warnings.catch_warnings():
@@ -212,7 +236,10 @@ def _median_ms(fn, rounds):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="torchlean bench onnx", description=__doc__.splitlines()[0])
     ap.add_argument("--opsets", default="17,18")
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--runs", "--rounds", dest="rounds", type=int, default=20, help="timed forwards per model (median)")
+    ap.add_argument("--save", action="store_true", help="also write the table to ./benchmarks/results/")
+    ap.add_argument("--resnet18", metavar="BATCHES", default="",
+                    help="also time the full-size resnet18 at 224 x 224 for these batch sizes (e.g. 1,32)")
     args = ap.parse_args(argv)
     try:
         import onnxruntime as ort
@@ -221,25 +248,37 @@ def main(argv=None) -> int:
         print(f"bench onnx: needs torch and onnxruntime ({e})", file=sys.stderr)
         return 2
     from torchlean import ir
-    print("| model | opset | max diff / max abs | torchlean ms | onnxruntime ms | ratio |")
-    print("|---|---|---|---|---|---|")
-    for opset in (int(v) for v in args.opsets.split(",")):
-        for name, (model, shape) in sorted(zoo(torch).items()):
-            torch.manual_seed(0)
-            model.eval()
-            x = torch.randn(*shape)
-            data = export(torch, model, x, opset)
-            sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-            feed = {"x": x.numpy()}
-            ref = sess.run(None, feed)[0]
-            g, p = ir.from_onnx(data)
-            prog = ir.compile(g, p)
-            out = prog(x.numpy())
-            out = np.asarray(out[0] if isinstance(out, (tuple, list)) else out)
-            err = float(np.abs(out - ref).max() / np.abs(ref).max())
-            tl_ms = _median_ms(lambda: prog(x.numpy()), args.rounds)
-            ort_ms = _median_ms(lambda: sess.run(None, feed), args.rounds)
-            print(f"| {name} | {opset} | {err:.1e} | {tl_ms:.3f} | {ort_ms:.3f} | {tl_ms / ort_ms:.1f} |")
+    lines = ["| model | opset | max diff / max abs | torchlean ms | onnxruntime ms | ratio |", "|---|---|---|---|---|---|"]
+    print("\n".join(lines))
+    runs = [(opset, name, model, shape) for opset in (int(v) for v in args.opsets.split(","))
+            for name, (model, shape) in sorted(zoo(torch).items())]
+    runs += [(17, f"resnet18 batch {b}", resnet18(torch), (int(b), 3, 224, 224))
+             for b in args.resnet18.split(",") if b]
+    for opset, name, model, shape in runs:
+        torch.manual_seed(0)
+        model.eval()
+        x = torch.randn(*shape)
+        data = export(torch, model, x, opset)
+        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        feed = {"x": x.numpy()}
+        ref = sess.run(None, feed)[0]
+        g, p = ir.from_onnx(data)
+        prog = ir.compile(g, p)
+        out = prog(x.numpy())
+        out = np.asarray(out[0] if isinstance(out, (tuple, list)) else out)
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        rounds = args.rounds if shape[-1] < 100 else max(3, args.rounds // 4)
+        tl_ms = _median_ms(lambda: prog(x.numpy()), rounds)
+        ort_ms = _median_ms(lambda: sess.run(None, feed), rounds)
+        lines.append(f"| {name} | {opset} | {err:.1e} | {tl_ms:.3f} | {ort_ms:.3f} | {tl_ms / ort_ms:.1f} |")
+        print(lines[-1], flush=True)
+    if args.save:
+        import datetime
+        import pathlib
+        out = pathlib.Path("benchmarks/results") / f"onnx_cpu_{datetime.date.today().isoformat()}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(lines) + "\n")
+        print(f"wrote {out}")
     return 0
 
 
