@@ -222,24 +222,23 @@ def max_pool_forward(x, kernel_size, stride, padding, dilation, *, xp=np):
     # of its strides and cannot be captured in a CUDA graph).
     offsets = list(itertools.product(*(range(v) for v in k)))
     if xp is np:
-        # On the host: the maxima first (np.maximum keeps a NaN), then each window's first winner,
+        # On the host: the maxima first (maximum keeps a NaN), then each window's first winner,
         # assigning the offsets in reverse so that the smallest one that reaches the maximum stays
         # (and, where the maximum is NaN, the first NaN): the same result as the loop below at about
         # a third of its passes over the output.
         slabs = [xpad[_slab(off, stride, dilation, out)] for off in offsets]
         y = slabs[0].copy()
         for v in slabs[1:]:
-            np.maximum(y, v, out=y)
-        idx = np.zeros(y.shape, dtype=np.int64)
-        nan = np.isnan(y)
-        for j in range(len(slabs) - 1, 0, -1):
+            xp.maximum(y, v, out=y)
+        idx = xp.zeros(y.shape, dtype=np.int64)
+        nan = xp.isnan(y)
+        any_nan = bool(nan.any())
+        for j in range(len(slabs) - 1, -1, -1):
             v = slabs[j]
             hit = v == y
-            if nan.any():
-                hit |= nan & np.isnan(v)
+            if any_nan:
+                hit |= nan & xp.isnan(v)
             idx[hit] = j
-        hit0 = (slabs[0] == y) | (nan & np.isnan(slabs[0])) if nan.any() else slabs[0] == y
-        idx[hit0] = 0
     else:
         y = idx = None
     for j, off in enumerate(offsets if xp is not np else ()):
