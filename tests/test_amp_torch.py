@@ -311,3 +311,22 @@ def test_optimizers_on_bfloat16_parameters_track_torch(name, kw):
         res.append(p.detach().float().numpy())
     np.testing.assert_allclose(res[0], res[1], rtol=2 ** -4, atol=2 ** -8)
     assert np.abs(res[1] - start).max() > 10 * np.abs(res[1] - res[0]).max()     # the steps did move them
+
+
+@needs_bf16
+def test_lstm_layers_run_in_bfloat16_under_cpu_autocast_and_grus_do_not_like_torch():
+    res = []
+    for m in (tl, torch):
+        m.manual_seed(0)
+        lstm, gru = m.nn.LSTM(4, 5, batch_first=True), m.nn.GRU(4, 5, batch_first=True)
+        with m.no_grad():
+            for k, p in enumerate([*lstm.parameters(), *gru.parameters()]):
+                p.copy_(m.tensor(np.random.default_rng(k).standard_normal(tuple(p.shape)).astype(np.float32) * 0.3))
+        x = m.tensor(np.random.default_rng(9).standard_normal((2, 3, 4)).astype(np.float32))
+        with m.autocast("cpu", dtype=m.bfloat16):
+            y, (h, c) = lstm(x)
+            z, _ = gru(x)
+        res.append((y, h, c, z))
+    for a, b in zip(*res):
+        _same(a, b, "bfloat16")
+    assert str(res[0][0].dtype).endswith("bfloat16") and str(res[0][3].dtype).endswith("float32")

@@ -57,7 +57,8 @@ CPU_POLICY = {
     **dict.fromkeys(("conv1d", "conv2d", "conv3d", "_conv", "bmm", "mm", "linalg_vecdot", "baddbmm", "addmm",
                      "addbmm", "linear", "matmul", "__matmul__", "__rmatmul__", "conv_transpose1d",
                      "conv_transpose2d", "conv_transpose3d", "_conv_transpose", "prelu",
-                     "scaled_dot_product_attention"), "lower"),
+                     "scaled_dot_product_attention",
+                     "lstm_layer"), "lower"),        # torch's mkldnn_rnn_layer: LSTM layers (not GRU or RNN)
     **dict.fromkeys(("avg_pool3d", "binary_cross_entropy", "grid_sample", "polar", "prod", "quantile",
                      "nanquantile", "stft", "cdist", "trace", "view_as_complex", "cholesky", "cholesky_inverse",
                      "cholesky_solve", "inverse", "lu_solve", "orgqr", "ormqr", "pinverse", "max_pool3d",

@@ -28,6 +28,7 @@ from ..autograd import record
 from ..errors import DomainError, ShapeError
 from ..ops import stack, where
 from ..tensor import Tensor
+from ..amp import autocast_namespace
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 
@@ -144,3 +145,8 @@ def rnn_layer(gx, w_hh, h0, nonlinearity="tanh", mask=None):
     attrs = _scan_attrs("rnn_layer", mask, T, N)
     hs = record("rnn_scan", (gx, w_hh, h0), {"nonlinearity": nonlinearity, **attrs})
     return _outputs(hs, attrs), hs[-1]
+
+
+# The LSTM layer runs in autocast's low dtype on the CPU, as torch's (torchlean.amp).
+autocast_namespace(globals())
+
