@@ -559,10 +559,10 @@ def reference_step(model, loss_fn, *batch, device_type: str = "cpu", dtype=None)
         True
     """
     import copy
-    from .dtypes import as_dtype, bfloat16, float16
+    from .dtypes import UNIT_ROUNDOFF, as_dtype, bfloat16, float16
     from .tensor import Tensor
     low = as_dtype(dtype) if dtype is not None else (bfloat16 if device_type == "cpu" else float16)
-    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(low.name)
+    u = UNIT_ROUNDOFF.get(low.name)
     if u is None:
         raise DTypeError(f"reference_step: dtype must be float16 or bfloat16, got {low.name}")
 

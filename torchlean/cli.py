@@ -162,7 +162,7 @@ def _check(args) -> int:
     rows = summarize(results, args.verbose)
     print(format_table(rows))
     if args.dtype != "float32":
-        from .testing.checks import UNIT_ROUNDOFF
+        from .dtypes import UNIT_ROUNDOFF
         print(f"\n{args.dtype} rows: 'max rel err' is the worst error in units of u |y64| (u = "
               f"{UNIT_ROUNDOFF[args.dtype]:.3g}, the unit roundoff); each element must be within u |y64| plus "
               f"the float32 kernel's allowance")

@@ -20,7 +20,7 @@ from .errors import DTypeError
 
 __all__ = ["DType", "as_dtype", "bfloat16", "bool_", "dtype_of", "finfo", "float16", "float32", "float64", "iinfo",
            "int16", "int32", "int64", "int8", "np_dtype", "promote_types", "result_type", "uint8",
-           "get_default_dtype", "set_default_dtype", "can_cast", "is_float_np", "BF16_NP"]
+           "get_default_dtype", "set_default_dtype", "can_cast", "is_float_np", "BF16_NP", "UNIT_ROUNDOFF"]
 
 
 def _bf16_numpy():
@@ -109,6 +109,11 @@ class _Default:
 
 #: NumPy's dtype of bfloat16 storage (``ml_dtypes.bfloat16``), or None without ml_dtypes.
 BF16_NP = bfloat16.np
+
+
+#: The unit roundoff u of the half-precision dtypes (half the distance from 1 to the next number):
+#: float16 keeps 11 significant bits, bfloat16 8. One rounding to the dtype errs by at most u relative.
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
 
 def is_float_np(dt) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..autograd.tape import Tape, run_op
-from ..dtypes import BF16_NP
+from ..dtypes import BF16_NP, UNIT_ROUNDOFF
 from ..errors import DTypeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
@@ -210,11 +210,6 @@ def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
 
 
 # ---- half precision: each op's error against its float64 meaning, in units of the dtype's roundoff -----
-
-#: dtype -> unit roundoff u (half the distance from 1 to the next number): float16 has 11 significant
-#: bits, bfloat16 8.
-UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-
 
 def low_dtype(dtype: str, device: str):
     """The NumPy dtype of ``dtype`` for checks on ``device`` (DTypeError where it has no kernels yet)."""
