@@ -810,17 +810,13 @@ def _group_norm(b, xs, a, opset):
     C = s[1]
     if len(s) < 2 or C % G:
         b.fail(f"{C} channels do not split into {G} groups")
-    flat = b.add("reshape", x, shape=(s[0], G, (C // G) * math.prod(s[2:])))
-    y = b.add("reshape", b.add("layer_norm_noaffine", flat, normalized_ndim=1, eps=float(a.get("epsilon", 1e-5))),
-              shape=s)
     sc = b.constant(scale, "scale of GroupNormalization").astype(np.float64).reshape(-1)
     bi = b.constant(bias, "bias of GroupNormalization").astype(np.float64).reshape(-1)
     if sc.size == G and G != C:   # opsets 18-20: one scale and bias per group
         sc, bi = np.repeat(sc, C // G), np.repeat(bi, C // G)
     if sc.size != C or bi.size != C:
         b.fail(f"scale and bias need {C} (or {G}) entries, got {sc.size} and {bi.size}")
-    per_channel = (C,) + (1,) * (len(s) - 2)
-    return b.add("add", b.add("mul", y, sc.reshape(per_channel)), bi.reshape(per_channel))
+    return _normalize_groups(b, x, G, float(a.get("epsilon", 1e-5)), sc, bi)
 
 
 def _gather_elements(b, xs, a, opset):
@@ -1002,14 +998,10 @@ def _cast(b, xs, a, opset):
 def _reduce(kind, axes_input_since):
     def conv(b, xs, a, opset):
         x = xs[0]
-        r = len(b.shape(x))
-        axes = _axes(b, xs, a, opset, axes_input_since)
-        if not axes:
-            if int(a.get("noop_with_empty_axes", 0)):
-                return x
-            axes = tuple(range(r))
-        axes = tuple(sorted({_norm_axis(b, ax, r) for ax in axes}))
-        keep = bool(int(a.get("keepdims", 1)))
+        got = _reduce_axes(b, xs, a, opset, axes_input_since)
+        if got is None:
+            return x
+        axes, keep = got
         if kind in ("reduce_max", "reduce_min"):    # one axis per IR op: reduce them in turn
             return _extreme_over(b, kind, x, axes, keep)
         return b.add(kind, x, axis=axes, keepdim=keep)
@@ -1081,18 +1073,24 @@ def _global_max_pool(b, xs, a, opset):
     return _extreme_over(b, "reduce_max", xs[0], tuple(range(2, r)), True)
 
 
+def _normalize_groups(b, x, groups, eps, scale, bias):
+    """``x`` (N, C, ...) normalized over each of ``groups`` groups of channels and their spatial cells
+    (the no-affine layer norm of the flattened group), then ``scale`` and ``bias`` per channel."""
+    s = b.shape(x)
+    flat = b.add("reshape", x, shape=(s[0], groups, (s[1] // groups) * math.prod(s[2:])))
+    y = b.add("reshape", b.add("layer_norm_noaffine", flat, normalized_ndim=1, eps=eps), shape=s)
+    per_channel = (s[1],) + (1,) * (len(s) - 2)
+    return b.add("add", b.add("mul", y, scale.reshape(per_channel)), bias.reshape(per_channel))
+
+
 def _instance_norm(b, xs, a, opset):
     x, scale, bias = xs
     s = b.shape(x)
     if len(s) < 3:
         b.fail(f"input of shape {list(s)} has no spatial axes")
-    flat = b.add("reshape", x, shape=(s[0], s[1], math.prod(s[2:])))
-    y = b.add("reshape", b.add("layer_norm_noaffine", flat, normalized_ndim=1, eps=float(a.get("epsilon", 1e-5))),
-              shape=s)
-    per_channel = (s[1],) + (1,) * (len(s) - 2)
-    sc = b.constant(scale, "scale of InstanceNormalization").astype(np.float64).reshape(per_channel)
-    bi = b.constant(bias, "B of InstanceNormalization").astype(np.float64).reshape(per_channel)
-    return b.add("add", b.add("mul", y, sc), bi)
+    return _normalize_groups(b, x, s[1], float(a.get("epsilon", 1e-5)),
+                             b.constant(scale, "scale of InstanceNormalization").astype(np.float64),
+                             b.constant(bias, "B of InstanceNormalization").astype(np.float64))
 
 
 def _trilu(b, xs, a, opset):
