@@ -343,6 +343,18 @@ def _root(g, rank, group_rank, who, what):
     return rank
 
 
+def _rooted(tensor, group, who, rank, group_rank, what):
+    """``(group, tensor's array, global root rank)`` of a rooted collective, each checked."""
+    g = _group(group, who)
+    return g, _array(tensor, who, g=g), _root(g, rank, group_rank, who, what)
+
+
+def _reduced(g, v, op, who):
+    """``v`` reduced with ``op`` over the group, on every rank (the array of the result)."""
+    op = _reducer(op, who)
+    return _finish(g._impl.all_reduce(_contig(v), op.value), op, g.size(), v.dtype)
+
+
 def _root_list(g, lst, is_root, who, name, shape, where):
     """The arrays of the list only the root gives (``name``: one per rank, each of ``shape``)."""
     if not is_root:
@@ -367,18 +379,13 @@ def _finish(out, op, n, dtype):
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over the group's ranks, in place on every rank (torch's semantics)."""
     g = _group(group, "all_reduce")
-    v = _array(tensor, "all_reduce", g=g)
-    op = _reducer(op, "all_reduce")
-    out = _finish(g._impl.all_reduce(_contig(v), op.value), op, g.size(), v.dtype)
-    _store_into(tensor, out)
+    _store_into(tensor, _reduced(g, _array(tensor, "all_reduce", g=g), op, "all_reduce"))
     return _done(async_op)
 
 
 def broadcast(tensor, src, group=None, async_op=False, group_src=None):
     """``tensor`` of global rank ``src`` copied into ``tensor`` on every rank of the group."""
-    g = _group(group, "broadcast")
-    v = _array(tensor, "broadcast", g=g)
-    src = _root(g, src, group_src, "broadcast", "src")
+    g, v, src = _rooted(tensor, group, "broadcast", src, group_src, "src")
     buf = _contig(v)
     g._impl.broadcast(buf, g._ranks.index(src))
     if buf is not v:
@@ -402,14 +409,21 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     return _done(async_op)
 
 
+def _whole_and_share(g, who, whole, share, whole_name, share_name):
+    """The arrays of a collective between one tensor per rank (``share``) and their concatenation
+    (``whole``), checked to hold ``size x`` as many elements."""
+    w = _array(whole, who, whole_name, g=g)
+    p = _array(share, who, share_name, g=g)
+    if w.size != p.size * g.size():
+        raise DistributedError(f"{who}: {whole_name} has {w.size} elements, expected {share_name}'s {p.size} "
+                               f"x {g.size()} ranks")
+    return w, p
+
+
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     """Every rank's ``input_tensor`` concatenated along dim 0 (or stacked) into ``output_tensor``."""
     g = _group(group, "all_gather_into_tensor")
-    v = _array(input_tensor, "all_gather_into_tensor", "input_tensor", g=g)
-    o = _array(output_tensor, "all_gather_into_tensor", "output_tensor", g=g)
-    if o.size != v.size * g.size():
-        raise DistributedError(f"all_gather_into_tensor: output has {o.size} elements, expected "
-                               f"{v.size} x {g.size()} ranks")
+    o, v = _whole_and_share(g, "all_gather_into_tensor", output_tensor, input_tensor, "output_tensor", "input_tensor")
     _store_into(output_tensor, _xp(v).concatenate([p.reshape(-1) for p in g._impl.all_gather(_contig(v))])
                 .reshape(o.shape))
     return _done(async_op)
@@ -418,11 +432,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     """Chunk ``rank`` of the reduction of every rank's ``input`` (``size`` equal chunks along dim 0)."""
     g = _group(group, "reduce_scatter_tensor")
-    v = _array(input, "reduce_scatter_tensor", "input", g=g)
-    o = _array(output, "reduce_scatter_tensor", "output", g=g)
-    if v.size != o.size * g.size():
-        raise DistributedError(f"reduce_scatter_tensor: input has {v.size} elements, expected output's "
-                               f"{o.size} x {g.size()} ranks")
+    v, o = _whole_and_share(g, "reduce_scatter_tensor", input, output, "input", "output")
     op = _reducer(op, "reduce_scatter_tensor")
     out = _finish(g._impl.reduce_scatter(_contig(v).reshape(-1), op.value), op, g.size(), v.dtype)
     _store_into(output, out.reshape(o.shape))
@@ -447,11 +457,8 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
     """The reduction over the group lands in ``tensor`` of global rank ``dst``; the others keep theirs."""
-    g = _group(group, "reduce")
-    v = _array(tensor, "reduce", g=g)
-    dst = _root(g, dst, group_dst, "reduce", "dst")
-    op = _reducer(op, "reduce")
-    out = _finish(g._impl.all_reduce(_contig(v), op.value), op, g.size(), v.dtype)
+    g, v, dst = _rooted(tensor, group, "reduce", dst, group_dst, "dst")
+    out = _reduced(g, v, op, "reduce")
     if _S.rank == dst:
         _store_into(tensor, out)
     return _done(async_op)
@@ -459,9 +466,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, group_dst=N
 
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_dst=None):
     """Every rank's ``tensor`` into ``gather_list`` on global rank ``dst`` (None elsewhere)."""
-    g = _group(group, "gather")
-    v = _array(tensor, "gather", g=g)
-    dst = _root(g, dst, group_dst, "gather", "dst")
+    g, v, dst = _rooted(tensor, group, "gather", dst, group_dst, "dst")
     _root_list(g, gather_list, _S.rank == dst, "gather", "gather_list", v.shape, "destination")
     parts = g._impl.all_gather(_contig(v))
     if _S.rank == dst:
@@ -472,9 +477,7 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
 
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_src=None):
     """``scatter_list[r]`` of global rank ``src`` into ``tensor`` of group rank ``r``."""
-    g = _group(group, "scatter")
-    v = _array(tensor, "scatter", g=g)
-    src = _root(g, src, group_src, "scatter", "src")
+    g, v, src = _rooted(tensor, group, "scatter", src, group_src, "src")
     parts = _root_list(g, scatter_list, _S.rank == src, "scatter", "scatter_list", v.shape, "source")
     if parts is not None:
         parts = [_xp(v).ascontiguousarray(p, dtype=v.dtype) for p in parts]
