@@ -25,7 +25,7 @@ from torchlean.kernels import get_kernels
 from torchlean.kernels.api import KERNELS
 from torchlean.testing import checks
 from torchlean.testing import kernel_cases as kc
-from torchlean.testing.opinfo import OPINFOS, Sample
+from torchlean.testing.opinfo import OPINFOS, Sample, edge
 
 H = get_kernels("cpu")
 ROOT = Path(__file__).resolve().parent.parent
@@ -270,6 +270,45 @@ def test_edge_samples_pass_on_cuda(name):
     res = checks.check_samples(info, info.edge(rng), "cuda", rng, "edge ")
     bad = [r for r in res if not r.passed]
     assert res and not bad, bad
+
+
+TINY_OPS = sorted(n for n in edge.TINY_OPS if n in OPINFOS)
+
+
+def _tiny_results(name, device):
+    rng = np.random.default_rng(5)
+    return checks.check_samples(OPINFOS[name], edge.tiny(name, rng), device, rng, "tiny ")
+
+
+@pytest.mark.parametrize("name", TINY_OPS)
+def test_subnormal_samples_pass_on_the_cpu(name):
+    res = _tiny_results(name, "cpu")
+    bad = [r for r in res if not r.passed]
+    assert res and not bad, bad
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", TINY_OPS)
+def test_subnormal_samples_pass_on_cuda(name):
+    res = _tiny_results(name, "cuda")
+    bad = [r for r in res if not r.passed]
+    assert res and not bad, bad
+
+
+def test_subnormal_pass_catches_a_kernel_that_flushes_to_zero(monkeypatch):
+    """What CuPy's -ftz=true does to float32 arithmetic, planted in the CPU kernels: caught, op named."""
+    def flush(a):
+        a = np.asarray(a)
+        return np.where(np.abs(a) < np.finfo(np.float32).tiny, np.zeros_like(a), a)
+
+    mul, add, relu = H.mul, H.add, H.relu
+    monkeypatch.setattr(H, "mul", lambda a, b: flush(mul(flush(a), flush(b))))
+    monkeypatch.setattr(H, "add", lambda a, b: flush(add(flush(a), flush(b))))
+    monkeypatch.setattr(H, "relu", lambda x: relu(flush(x)))
+    for name in ("mul", "add", "relu"):
+        bad = [r for r in _tiny_results(name, "cpu") if not r.passed]
+        assert bad and all(r.op == name and r.check.startswith("tiny") for r in bad), name
+    assert edge.tiny("softmax", np.random.default_rng(0)) == []   # not homogeneous: no tiny samples
 
 
 def _vjp(name, x, attrs=None):

@@ -11,7 +11,8 @@ For an op, a sample and a device:
 ``run_checks`` runs ``forward`` and ``vjp`` on every record's ordinary samples and on its
 ``edge`` samples (kinks, ties, x100 and near-overflow magnitudes: rows ``edge forward`` /
 ``edge vjp``), so the documented subgradient conventions and the stability tricks are part of
-the contract. ``run_optimizer_checks`` runs each fused optimizer-step kernel for a few steps
+the contract, and on the subnormal samples of the ops that have them (rows ``tiny forward`` /
+``tiny vjp``), so a kernel that flushes subnormals to zero fails. ``run_optimizer_checks`` runs each fused optimizer-step kernel for a few steps
 against PyTorch's update rule written out in float64 (rows ``optim step``).
 
 Each returns a :class:`Result` (max abs error, max relative error, passed).
@@ -29,6 +30,7 @@ from ..errors import DTypeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
 from .opinfo import DEVICE_TOL, OPINFOS, OpInfo, Sample
+from .opinfo.edge import SUBNORMAL_SPACING, TINY_FORWARD_ONLY, tiny
 
 
 @dataclass
@@ -58,9 +60,10 @@ def _err(dev_val, ref) -> tuple[float, float]:
     return a, a / scale if scale > 0 else a
 
 
-def _ok(a, r, device, info: OpInfo, scale_of_ref) -> bool:
-    atol, rtol = DEVICE_TOL[device]
-    atol *= info.tol_scale
+def _ok(a, r, device, info: OpInfo, scale_of_ref, atol=None) -> bool:
+    """Within the device's allowance; ``atol`` replaces its absolute part (the subnormal pass)."""
+    atol_d, rtol = DEVICE_TOL[device]
+    atol = atol_d * info.tol_scale if atol is None else atol
     rtol *= info.tol_scale
     return bool(np.isfinite(a)) and a <= atol + rtol * scale_of_ref
 
@@ -78,7 +81,7 @@ def cotangent(rng, shape):
     return rng.standard_normal(shape)
 
 
-def check_forward(info: OpInfo, s: Sample, device: str) -> Result:
+def check_forward(info: OpInfo, s: Sample, device: str, atol=None) -> Result:
     spec = SPEC[info.name]
     ref = spec.forward(*s.inputs, **s.attrs)
     vals = [_to_device(x, device) for x in s.inputs]
@@ -86,10 +89,10 @@ def check_forward(info: OpInfo, s: Sample, device: str) -> Result:
     y = get_kernels(device).to_host(y)
     a, r = _err(y, ref)
     scale = float(np.abs(ref).max()) if np.size(ref) else 0.0
-    return Result(info.name, "forward", device, a, r, _ok(a, r, device, info, scale), s.desc)
+    return Result(info.name, "forward", device, a, r, _ok(a, r, device, info, scale, atol), s.desc)
 
 
-def check_vjp(info: OpInfo, s: Sample, device: str, rng, fast=True) -> Result:
+def check_vjp(info: OpInfo, s: Sample, device: str, rng, fast=True, atol=None) -> Result:
     spec = SPEC[info.name]
     ref_y = np.asarray(spec.forward(*s.inputs, **s.attrs))
     g = cotangent(rng, ref_y.shape)
@@ -110,7 +113,7 @@ def check_vjp(info: OpInfo, s: Sample, device: str, rng, fast=True) -> Result:
             continue
         a, r = _err(got, ref[i])
         scale = float(np.abs(ref[i]).max()) if np.size(ref[i]) else 0.0
-        ok &= _ok(a, r, device, info, scale)
+        ok &= _ok(a, r, device, info, scale, atol)
         worst_a, worst_r = max(worst_a, a), max(worst_r, r)
     return Result(info.name, "vjp" if fast else "spec_mode", device, worst_a, worst_r, ok, s.desc)
 
@@ -167,10 +170,17 @@ def check_bad(info: OpInfo, device: str, rng) -> list[Result]:
 
 def check_samples(info: OpInfo, samples, device: str, rng, kind: str = "") -> list[Result]:
     """Forward and VJP of every sample against the spec; ``kind`` prefixes the check's name
-    (``"edge "``: the kink, tie and large-magnitude samples of ``info.edge``)."""
+    (``"edge "``: the kink, tie and large-magnitude samples of ``info.edge``; ``"tiny "``: the
+    subnormal samples of :func:`.opinfo.edge.tiny`, whose absolute allowance is one smallest
+    subnormal per input element instead of the device's, so that a flush to zero fails)."""
     out = []
     for s in samples:
-        for fn in (lambda: check_forward(info, s, device), lambda: check_vjp(info, s, device, rng)):
+        atol, fns = None, (lambda: check_forward(info, s, device), lambda: check_vjp(info, s, device, rng))
+        if kind == "tiny ":
+            atol = SUBNORMAL_SPACING * sum(np.size(x) for x in s.inputs)
+            fns = (lambda: check_forward(info, s, device, atol),) + (
+                () if info.name in TINY_FORWARD_ONLY else (lambda: check_vjp(info, s, device, rng, atol=atol),))
+        for fn in fns:
             try:
                 r = fn()
                 r.check = kind + r.check
@@ -203,7 +213,7 @@ def run_checks(device: str = "cpu", pattern: str | None = None, seed: int = 0,
             for s in info.samples(rng):
                 results.extend(check_low(info, s, device, rng, dtype))
             continue
-        for kind, samples in (("", info.samples(rng)), ("edge ", info.edge(rng))):
+        for kind, samples in (("", info.samples(rng)), ("edge ", info.edge(rng)), ("tiny ", tiny(name, rng))):
             results.extend(check_samples(info, samples, device, rng, kind))
         results.extend(check_bad(info, device, rng))
     return results

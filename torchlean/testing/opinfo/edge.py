@@ -187,3 +187,38 @@ def _near_constant(name, spread=3e-3):
 
 for _name in ("layer_norm", "layer_norm_noaffine", "batch_norm_train"):
     _near_constant(_name)
+
+
+# ---- subnormal magnitudes ----------------------------------------------------------------------
+
+#: The tiny pass scales inputs by 2**-130, inside float32's subnormal range (below 2**-126): a
+#: kernel that flushes subnormals to zero (CuPy compiles its own kernels with ``-ftz=true``) gives
+#: 0, or sign(0), or log(0), where IEEE arithmetic, NumPy, torch and the spec do not.
+TINY = 2.0 ** -130
+#: Smallest positive float32 (a subnormal): the tiny pass allows this much per input element,
+#: the rounding of a result to the subnormal grid, on top of the relative allowance.
+SUBNORMAL_SPACING = 2.0 ** -149
+
+#: Ops checked at subnormal magnitudes, and which inputs are scaled: ops whose results at such
+#: inputs are representable in float32 (homogeneous ones, or ones whose value or sign follows the
+#: input's), so that a flush-to-zero shows as an error far above float32 rounding.
+TINY_OPS = {
+    **{n: (0,) for n in ("abs", "neg", "relu", "leaky_relu", "sign", "sqrt", "log", "sin", "tan", "asin", "atan",
+                         "sinh", "asinh", "atanh", "tanh", "erf", "expm1", "log1p", "erfinv", "floor", "ceil",
+                         "trunc", "gelu", "silu", "scale", "clamp", "cast", "sum", "reduce_sum", "reduce_mean",
+                         "reduce_max", "reduce_min", "cumsum", "mul", "div", "matmul", "bmm", "linear",
+                         "linear_nobias", "conv_nobias", "avg_pool", "max_pool", "layer_norm_noaffine")},
+    **{n: (0, 1) for n in ("add", "sub", "maximum", "minimum", "compare", "atan2", "concat")},
+    "where": (1, 2),
+}
+#: Of those, the ops whose gradient at subnormal inputs overflows float32 in its meaning (1/x,
+#: b / (a^2 + b^2)): their tiny pass checks the forward only.
+TINY_FORWARD_ONLY = frozenset({"log", "atan2"})
+
+
+def tiny(name: str, rng) -> list:
+    """The subnormal samples of ``name`` (none for an op not in :data:`TINY_OPS`)."""
+    which = TINY_OPS.get(name)
+    if which is None or name not in OPINFOS:
+        return []
+    return _scaled(OPINFOS[name].samples(rng), TINY, which, tag="x2**-130")
