@@ -616,3 +616,35 @@ def test_planless_scatter_add_rows_is_bit_identical_to_the_sorted_kernel(K, cp, 
     with G.capture_scope(cp.cuda.get_current_stream()):
         got = K.scatter_add_rows(mat, vals, idx)
     assert cp.array_equal(got, want)
+
+
+# ---- IEEE subnormals: the kernels are compiled with -ftz=false (CuPy's own kernels flush) ---------
+
+def test_float32_subnormals_survive_arithmetic_casts_and_comparisons(K, cp):
+    t = np.float32(2.0 ** -130)                       # a float32 subnormal
+    x = K.from_host(np.array([t, -t, 3 * t], dtype=np.float32), np.float32)
+    two = K.from_host(np.array([2.0], dtype=np.float32), np.float32)
+    want = np.array([t, -t, 3 * t], dtype=np.float32)
+    np.testing.assert_array_equal(K.to_host(K.mul(x, two)), want * 2)
+    np.testing.assert_array_equal(K.to_host(K.scale(x, 0.5)), want * np.float32(0.5))
+    np.testing.assert_array_equal(K.to_host(K.add_scalar(x, 0.0)), want)
+    np.testing.assert_array_equal(K.to_host(K.neg(x)), -want)
+    np.testing.assert_array_equal(K.to_host(K.abs(x)), np.abs(want))
+    np.testing.assert_array_equal(K.to_host(K.compare(x, K.zeros((3,), np.float32), "gt")), want > 0)
+    wide = K.astype(x, np.float64)
+    np.testing.assert_array_equal(K.to_host(wide), want.astype(np.float64))
+    np.testing.assert_array_equal(K.to_host(K.astype(wide, np.float32)), want)
+    np.testing.assert_array_equal(K.to_host(K.astype(x, np.bool_)), want != 0)
+    mixed = K.add(x, K.from_host(np.zeros((2, 3)), np.float64))    # broadcast and promoted
+    np.testing.assert_array_equal(K.to_host(mixed), np.broadcast_to(want.astype(np.float64), (2, 3)))
+    inv = K.astype(K.inv(K.from_host(np.array(2.0 ** 127), np.float64)), np.float32)
+    assert float(K.to_host(inv)) == 2.0 ** -127      # GradScaler's 1 / scale at scale 2**127
+    np.testing.assert_array_equal(K.to_host(K.cumsum(x, 0)), np.cumsum(want.astype(np.float64)).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape,b_shape", [((4, 5, 6), (1, 5, 6)), ((4, 5, 6), (5, 6)), ((2, 3), (1, 3))])
+def test_binary_row_block_layout_matches_numpy(K, rng, shape, b_shape):
+    a, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    for op, f in (("sub", np.subtract), ("div", np.divide), ("maximum", np.maximum)):
+        got = getattr(K, op)(K.from_host(a, np.float32), K.from_host(b, np.float32))
+        np.testing.assert_array_equal(K.to_host(got), f(a, b))

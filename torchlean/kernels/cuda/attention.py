@@ -101,6 +101,9 @@ _FORMATS = {("fwd", False): "PPPPqqqPPiiiifii", ("fwd", True): "PPPPqqqPPiiiifii
             ("kv", False): "PPPPqqqPPPPPiiiifii", ("kv", True): "PPPPqqqPPPPPiiiifii"}
 
 
+_MAX_DYNAMIC_SHARED = 8   # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
 def _kernel(kind: str, dm: int, tc: bool):
     """The compiled kernel as a fixed-layout launcher, its dynamic shared memory limit raised
     (above 48 KiB) once."""
@@ -108,7 +111,7 @@ def _kernel(kind: str, dm: int, tc: bool):
     f = _READY.get(key)
     if f is None:
         fn = function("attention", f"{_NAMES[tc][kind]}<{dm}>")
-        fn.max_dynamic_shared_size_bytes = _smem(kind, dm, tc)
+        cupy.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SHARED, _smem(kind, dm, tc))
         f = _READY[key] = Launcher(fn, _FORMATS[(kind, tc)], _smem(kind, dm, tc))
     return f
 

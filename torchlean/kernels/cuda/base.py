@@ -52,6 +52,29 @@ def _dev(x):
     return x if isinstance(x, cupy.ndarray) else cupy.asarray(x)
 
 
+_FLOAT_C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_BOOL = np.dtype(np.bool_)
+
+
+def cast(x, dtype):
+    """``x`` as ``dtype``: float32 <-> float64 by the IEEE conversion of ``src/elementwise.cu``'s
+    ``cast_kernel`` and float -> bool by ``to_bool_kernel`` (CuPy's ``astype`` flushes float32
+    subnormals to zero), any other pair by ``astype``; ``x`` itself when it already has that dtype."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    src, dst = _FLOAT_C.get(x.dtype), _FLOAT_C.get(dtype)
+    if src is None or (dst is None and dtype != _BOOL):
+        return x.astype(dtype)
+    from .build import launch
+    x = _contig(x)
+    y = cupy.empty(x.shape, dtype)
+    if y.size:
+        name = f"to_bool_kernel<{src}>" if dst is None else f"cast_kernel<{src}, {dst}>"
+        launch("elementwise", name, ((y.size + 255) // 256,), (256,), (x, y, np.int64(y.size)))
+    return y
+
+
 def _aligned(*arrays):
     """Broadcast to one shape and dtype (NumPy's rules), each C-contiguous: raw kernels index flat."""
     arrays = [_dev(a) for a in arrays]
@@ -60,7 +83,7 @@ def _aligned(*arrays):
     out = []
     for a in arrays:
         if a.dtype != dtype:
-            a = a.astype(dtype)
+            a = cast(a, dtype)
         if a.shape != shape:
             a = cupy.broadcast_to(a, shape)
         out.append(_contig(a))

@@ -1,15 +1,27 @@
-"""Compilation and launch of the native kernels in ``src/*.cu`` (NVRTC through CuPy).
+"""Compilation and launch of the native kernels in ``src/*.cu`` (NVRTC through CuPy's compiler binding).
 
 Each source is compiled once per process, on the first launch of any of its kernels, with
-every template instantiation its family module declared (:func:`declare`) in one NVRTC call; CuPy also keeps the
-compiled module on disk, keyed by the full source text. ``common.cuh`` is prepended to every
-source rather than ``#include``-d, so that an edit to it changes that key.
+every template instantiation its family module declared (:func:`declare`) in one NVRTC call. The
+compiled module is kept on disk (:func:`cache_dir`), keyed by the full source text, the options,
+the GPU architecture and the NVRTC and CuPy versions. ``common.cuh`` is prepended to every source
+rather than ``#include``-d, so that an edit to it changes that key.
+
+**Subnormals are kept.** CuPy's ``RawModule`` (and every kernel CuPy compiles for itself) appends
+``-ftz=true``: float32 arithmetic then flushes subnormal inputs and results to zero, so
+``2**-127 * 2`` gives 0 where NumPy, the spec and torch's CUDA kernels give ``2**-126``, and a
+GradScaler at scale ``2**127`` unscales every gradient to 0. The modules here are compiled with
+NVRTC's IEEE defaults (``-ftz=false``, correctly rounded division and square root) through CuPy's
+``compile_using_nvrtc``, which adds no such option.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import struct
+import tempfile
 import threading
 from pathlib import Path
 
@@ -19,7 +31,7 @@ import numpy as np
 from ...errors import DTypeError
 
 SRC = Path(__file__).parent / "src"
-OPTIONS = ("-std=c++17",)
+OPTIONS = ("-std=c++17", "-ftz=false", "-prec-div=true", "-prec-sqrt=true")
 
 FLOATS = ("float", "double")
 ELEMS = ("unsigned char", "unsigned short", "unsigned int", "unsigned long long")
@@ -44,8 +56,9 @@ def xmacro(module: str, macro: str) -> dict:
     return {op.lower(): i for i, op in enumerate(re.findall(r"X\((\w+)\)", m.group(1)))}
 
 
-_MODULES: dict[str, cupy.RawModule] = {}
+_MODULES: dict = {}   # module -> (cupy.cuda.function.Module, {name expression: mangled name})
 _FUNCS: dict[tuple[str, str], object] = {}
+_CACHE_FORMAT = 1
 
 
 def source(module: str) -> str:
@@ -53,15 +66,56 @@ def source(module: str) -> str:
     return (SRC / "common.cuh").read_text() + "\n" + (SRC / f"{module}.cu").read_text()
 
 
+def cache_dir() -> Path:
+    """Where compiled modules are kept: ``$TORCHLEAN_KERNEL_CACHE``, else ``~/.cache/torchlean/kernels``."""
+    env = os.environ.get("TORCHLEAN_KERNEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "torchlean" / "kernels"
+
+
+def _compile(module: str):
+    """``(image, {name expression: mangled name})`` of ``src/<module>.cu``, from the disk cache or NVRTC."""
+    from cupy.cuda import compiler
+    from cupy_backends.cuda.libs import nvrtc as _nvrtc
+    src, names, arch = source(module), NAMES[module], cupy.cuda.Device().compute_capability
+    nvrtc = ".".join(map(str, _nvrtc.getVersion()))
+    key = hashlib.sha256("\0".join([str(_CACHE_FORMAT), src, *OPTIONS, arch, nvrtc, cupy.__version__, *names])
+                         .encode()).hexdigest()
+    path = cache_dir() / f"{module}-{key[:32]}.bin"
+    try:
+        blob = path.read_bytes()
+        head, image = blob.split(b"\n", 1)
+        mapping = json.loads(head)
+        if sorted(mapping) == sorted(names):
+            return image, mapping
+    except (OSError, ValueError):
+        pass
+    image, mapping = compiler.compile_using_nvrtc(src, OPTIONS, arch, f"{module}.cu", names)
+    if isinstance(image, str):
+        image = image.encode()
+    mapping = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in mapping.items()}
+    try:  # written whole and renamed: a reader never sees half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(mapping).encode() + b"\n" + image)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: compile again next process
+        pass
+    return image, mapping
+
+
 def function(module: str, name: str):
     """The compiled kernel ``name`` (a name expression of ``NAMES[module]``), cached per process."""
     f = _FUNCS.get((module, name))
     if f is None:
-        mod = _MODULES.get(module)
-        if mod is None:
-            mod = cupy.RawModule(code=source(module), options=OPTIONS, name_expressions=NAMES[module])
-            _MODULES[module] = mod
-        f = mod.get_function(name)
+        entry = _MODULES.get(module)
+        if entry is None:
+            image, mapping = _compile(module)
+            mod = cupy.cuda.function.Module()
+            mod.load(image)
+            entry = _MODULES[module] = (mod, mapping)
+        mod, mapping = entry
+        f = mod.get_function(mapping[name])
         _FUNCS[(module, name)] = f
     return f
 

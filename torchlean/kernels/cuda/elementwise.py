@@ -1,5 +1,10 @@
 """CUDA kernels of the elementwise family: same-dtype arithmetic in one launch, fused activations and
-their backward (``src/elementwise.cu``); general broadcasting and mixed dtypes take CuPy's ufuncs."""
+their backward, comparisons and float casts (``src/elementwise.cu``).
+
+Float arithmetic runs in these kernels only, never in CuPy's ufuncs: CuPy compiles its kernels with
+``-ftz=true``, which flushes float32 subnormals to zero (:mod:`.build`). Float operands of mixed
+dtypes are cast first (IEEE conversion), and layouts the kernels do not index are broadcast and
+made contiguous. Integer and bool operands take CuPy's ufuncs, which flushing does not affect."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import numpy as np
 from ...spec.elementwise import float_as_ints
 from ..host.base import _c
 from . import build
-from .base import _EW_PER_BLOCK, _ND, _THREADS, _aligned, _dev
+from .base import _EW_PER_BLOCK, _ND, _THREADS, _aligned, _dev, cast
 from .build import blocks, ftype, launch
 
 
@@ -19,6 +24,7 @@ from .build import blocks, ftype, launch
 UNARY = build.xmacro("elementwise", "UNARY_OPS")
 BWD = build.xmacro("elementwise", "BWD_OPS")
 BINARY = build.xmacro("elementwise", "BINARY_OPS")
+COMPARE = build.xmacro("elementwise", "COMPARE_OPS")
 N_BMODE = 4  # binary layouts: same shape, b a scalar, a a scalar, b a row repeated over the last axis
 
 build.declare("elementwise",
@@ -26,7 +32,11 @@ build.declare("elementwise",
               + [f"bwd_kernel<{t}, {op}>" for t in build.FLOATS for op in BWD.values()]
               + [f"minmax_bwd_kernel<{t}>" for t in build.FLOATS]
               + [f"binary_kernel<{t}, {op}, {m}>" for t in build.FLOATS for op in BINARY.values()
-                 for m in range(N_BMODE)])
+                 for m in range(N_BMODE)]
+              + [f"compare_kernel<{t}, {op}, {m}>" for t in build.FLOATS for op in COMPARE.values()
+                 for m in range(N_BMODE)]
+              + [f"cast_kernel<{s}, {d}>" for s in build.FLOATS for d in build.FLOATS if s != d]
+              + [f"to_bool_kernel<{t}>" for t in build.FLOATS])
 
 _BIN_FN: dict = {}
 _BIN_L: dict = {}   # (dtype, op, mode) -> Launcher of binary_kernel
@@ -50,7 +60,8 @@ def _bin_launcher(dtype, op, mode):
 def _bin_plan(a, b):
     """(mode, out shape, cols) of a one-launch binary op on float arrays of one dtype, else None.
 
-    Modes: 0 same shape, 1 b holds one element, 2 a holds one element, 3 b a row over a's last axis."""
+    Modes: 0 same shape, 1 b holds one element, 2 a holds one element, 3 b repeated over a's leading
+    axes (b's shape, less leading ones, is a's trailing shape: a bias row, a position table)."""
     sa, sb = a.shape, b.shape
     if sa == sb:
         return (0, sa, 1) if a._c_contiguous and b._c_contiguous else None
@@ -60,30 +71,59 @@ def _bin_plan(a, b):
         return (2, sb, 1) if b._c_contiguous else None
     if len(sb) == 1 and sa and sa[-1] == sb[0] and a._c_contiguous and b._c_contiguous:
         return (3, sa, sb[0])
+    if 0 < len(sb) <= len(sa) and a._c_contiguous and b._c_contiguous and b.size:
+        k = 0                      # b's shape without its leading ones: a trailing block of a's
+        while k < len(sb) - 1 and sb[k] == 1:
+            k += 1
+        tail = sb[k:]
+        if sa[len(sa) - len(tail):] == tail:
+            return (3, sa, b.size)
     return None
 
 
+def _float_pair(a, b):
+    """``(a, b, dtype)`` as same-dtype float32/float64 device arrays in a layout of :func:`_bin_plan`,
+    or None when either is not a float array (integer and bool arithmetic, and Python scalars, stay
+    with CuPy's ufuncs)."""
+    if not isinstance(a, (_ND, np.ndarray)) or not isinstance(b, (_ND, np.ndarray)):
+        return None
+    if a.dtype.kind != "f" or b.dtype.kind != "f" or a.dtype.itemsize < 4 or b.dtype.itemsize < 4:
+        return None
+    dt = _F64 if _F64 in (a.dtype, b.dtype) else _F32
+    a, b = cast(_dev(a), dt), cast(_dev(b), dt)
+    if _bin_plan(a, b) is None:
+        shape = cupy.broadcast_shapes(a.shape, b.shape)
+        a = cupy.ascontiguousarray(cupy.broadcast_to(a, shape))
+        b = cupy.ascontiguousarray(cupy.broadcast_to(b, shape))
+    return a, b, dt
+
+
 def _binary(a, b, op, ufunc):
-    """NumPy-broadcast a (op) b: same-dtype float arrays in the common layouts take one raw launch,
-    everything else (mixed dtypes, scalars, general broadcasting) CuPy's ufunc."""
-    if type(a) is _ND and type(b) is _ND:
-        dt = a.dtype
-        if (dt is b.dtype or dt == b.dtype) and (dt is _F32 or dt == _F64 or dt == _F32):
-            sa = a.shape
-            if sa == b.shape and a._c_contiguous and b._c_contiguous:
-                mode, shape, cols = 0, sa, 1
-            else:
-                plan = _bin_plan(a, b)
-                if plan is None:
-                    return ufunc(a, b)
-                mode, shape, cols = plan
-            out = _ND(shape, dt)
-            n = out.size
-            if n:
-                L = _BIN_L.get((dt, op, mode)) or _bin_launcher(dt, op, mode)
-                L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, a.data.ptr, b.data.ptr, out.data.ptr, n, cols)
-            return out
-    return ufunc(a, b)
+    """NumPy-broadcast a (op) b: float operands in one raw launch (cast to the wider float and
+    broadcast first where needed, :func:`_float_pair`); anything else CuPy's ufunc."""
+    if not (type(a) is _ND and type(b) is _ND and (a.dtype is b.dtype or a.dtype == b.dtype)
+            and (a.dtype is _F32 or a.dtype == _F64 or a.dtype == _F32)):
+        pair = _float_pair(a, b)
+        if pair is None:
+            return ufunc(a, b)
+        a, b, _ = pair
+    dt = a.dtype
+    sa = a.shape
+    if sa == b.shape and a._c_contiguous and b._c_contiguous:
+        mode, shape, cols = 0, sa, 1
+    else:
+        plan = _bin_plan(a, b)
+        if plan is None:
+            pair = _float_pair(a, b)
+            a, b, _ = pair
+            plan = _bin_plan(a, b)
+        mode, shape, cols = plan
+    out = _ND(shape, dt)
+    n = out.size
+    if n:
+        L = _BIN_L.get((dt, op, mode)) or _bin_launcher(dt, op, mode)
+        L((n + _EW_PER_BLOCK - 1) // _EW_PER_BLOCK, _THREADS, a.data.ptr, b.data.ptr, out.data.ptr, n, cols)
+    return out
 
 
 def add(a, b):
@@ -151,29 +191,49 @@ def div(a, b):
     return _binary(a, b, _OP_DIV, cupy.divide)
 
 
-maximum, minimum, neg, abs, sqrt = cupy.maximum, cupy.minimum, cupy.negative, cupy.abs, cupy.sqrt
+def maximum(a, b):
+    return _binary(a, b, BINARY["maximum"], cupy.maximum)
 
 
-exp, log, sin, cos, tanh = cupy.exp, cupy.log, cupy.sin, cupy.cos, cupy.tanh
+def minimum(a, b):
+    return _binary(a, b, BINARY["minimum"], cupy.minimum)
+
+
+def _float_or(name, ufunc, p=False):
+    """The unary kernel ``name`` on float32/float64 arrays (a scalar parameter when ``p``), CuPy's
+    ``ufunc`` on integers and bools."""
+    code = UNARY[name]
+    if p:
+        def kernel(x, c):
+            if x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+                return _unary(x, code, name, c, 1.0)   # p1 unused: nonzero, so that p0 is always converted
+            return ufunc(x, _c(x, c))
+    else:
+        def kernel(x):
+            if x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+                return _unary(x, code, name)
+            return ufunc(x)
+    return kernel
+
+
+neg, abs, sqrt = _float_or("neg", cupy.negative), _float_or("abs", cupy.abs), _float_or("sqrt", cupy.sqrt)
+exp, log, sin, cos, tanh = (_float_or(n, getattr(cupy, n)) for n in ("exp", "log", "sin", "cos", "tanh"))
 
 
 def where(cond, a, b):
     # Python scalars stay scalars: NumPy-2 promotion treats them as weak, 0-d arrays not.
     def arr(v):
         return _dev(v) if isinstance(v, (np.ndarray, np.generic)) else v
-    return cupy.where(arr(cond), arr(a), arr(b))
+    a, b = arr(a), arr(b)
+    if type(a) is _ND and type(b) is _ND and a.dtype != b.dtype and a.dtype.kind == b.dtype.kind == "f":
+        dt = np.result_type(a.dtype, b.dtype)   # promote here: CuPy's select would convert with flushing
+        a, b = cast(a, dt), cast(b, dt)
+    return cupy.where(arr(cond), a, b)
 
 
-def scale(x, c):
-    return x * _c(x, c)
-
-
-def add_scalar(x, c):
-    return x + _c(x, c)
-
-
-def inv(x):
-    return cupy.reciprocal(x)
+scale = _float_or("scale", cupy.multiply, p=True)
+add_scalar = _float_or("adds", cupy.add, p=True)
+inv = _float_or("recip", cupy.reciprocal)
 
 
 _EW_FN: dict = {}
@@ -254,7 +314,17 @@ _CMP = {"lt": cupy.less, "le": cupy.less_equal, "gt": cupy.greater, "ge": cupy.g
 
 
 def compare(a, b, op):
-    return _CMP[op](a, b)
+    """``a <op> b`` as bool; float operands in :func:`compare_kernel` (IEEE: a subnormal is not 0)."""
+    pair = _float_pair(a, b)
+    if pair is None:
+        return _CMP[op](a, b)
+    a, b, dt = pair
+    mode, shape, cols = _bin_plan(a, b)
+    out = _ND(shape, np.bool_)
+    if out.size:
+        launch("elementwise", f"compare_kernel<{build._FLOAT_NAME[dt]}, {COMPARE[op]}, {mode}>",
+               blocks(out.size, _THREADS), _THREADS, (a, b, out, np.int64(out.size), np.int64(cols)))
+    return out
 
 
 # ---- fused backward of elementwise ops ------------------------------------------------------

@@ -193,6 +193,10 @@ def matmul(a, b):
         # CuPy copies a batched operand whose last two axes are swapped (measured: 0.74 ms
         # against 0.31 ms for the direct call on conv2d's weight-gradient product); cuBLAS reads it as is.
         return gemm(a, b)
+    if a.ndim and b.ndim and (a.ndim == 1 or a.shape[-2] == 1) and (b.ndim == 1 or b.shape[-1] == 1):
+        # One output element per product (a dot): CuPy takes its own reduction kernel, compiled
+        # with -ftz=true, which flushes float32 subnormals (.build); cuBLAS does not.
+        return gemm(a, b)
     return cupy.matmul(a, b)
 
 

@@ -14,7 +14,7 @@ import cupy
 import numpy as np
 
 from ..host import memory as host_memory
-from .base import _contig
+from .base import _contig, cast
 
 
 # ---- memory and transfer --------------------------------------------------------------------
@@ -24,7 +24,7 @@ zeros = partial(host_memory.zeros, xp=cupy)
 full = partial(host_memory.full, xp=cupy)
 empty = partial(host_memory.empty, xp=cupy)
 copy = partial(host_memory.copy, xp=cupy)
-astype = host_memory.astype
+astype = cast   # float32 <-> float64 keeps subnormals (CuPy's astype flushes them)
 ascontiguous = partial(host_memory.ascontiguous, xp=cupy)
 
 
@@ -40,7 +40,7 @@ _CONSTANT_BYTES = 1 << 16
 
 def from_host(a, dtype):
     if isinstance(a, cupy.ndarray):
-        return _contig(a.astype(dtype, copy=False))
+        return _contig(cast(a, dtype))
     # NumPy's float64 -> float32 cast rounds to nearest even; the upload then copies bytes.
     h = np.asarray(a, dtype=dtype, order="C")
     if h.nbytes > _CONSTANT_BYTES:

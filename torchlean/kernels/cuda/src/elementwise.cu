@@ -10,10 +10,13 @@
 // compile (the static_asserts).
 #define UNARY_OPS(X) X(RELU) X(SIGMOID) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) X(SAFE_LOG) X(CLAMP) X(POW) \
     X(ERF) X(TAN) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(EXPM1) X(LOG1P) X(ERFC) X(ERFINV) \
-    X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(SIGN)
+    X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(SIGN) X(NEG) X(ABS) X(SQRT) X(EXP) X(LOG) X(SIN) X(COS) X(TANH) \
+    X(RECIP) X(SCALE) X(ADDS)
 #define BWD_OPS(X) X(RELU) X(ABS) X(SQRT) X(SIGMOID) X(TANH) X(SOFTPLUS) X(SILU) X(GELU_ERF) X(GELU_TANH) \
     X(SAFE_LOG) X(CLAMP) X(POW)
-#define BINARY_OPS(X) X(ADD) X(SUB) X(MUL) X(DIV) X(ATAN2) X(FMOD) X(REMAINDER) X(FLOOR_DIVIDE) X(POWER)
+#define BINARY_OPS(X) X(ADD) X(SUB) X(MUL) X(DIV) X(ATAN2) X(FMOD) X(REMAINDER) X(FLOOR_DIVIDE) X(POWER) \
+    X(MAXIMUM) X(MINIMUM)
+#define COMPARE_OPS(X) X(LT) X(LE) X(GT) X(GE) X(EQ) X(NE)
 
 #define TL_U(name) U_##name,
 #define TL_B(name) B_##name,
@@ -21,6 +24,8 @@
 enum { UNARY_OPS(TL_U) N_UNARY };
 enum { BWD_OPS(TL_B) N_BWD };
 enum { BINARY_OPS(TL_OP) N_BINARY };
+#define TL_C(name) C_##name,
+enum { COMPARE_OPS(TL_C) N_COMPARE };
 template <int OP> struct tl_no_case { static constexpr bool value = false; };
 
 // float / double overloads of the C math functions the ops below use.
@@ -100,6 +105,17 @@ template <typename T, int OP> __device__ __forceinline__ T unary_op(T x, T p0, T
     else if constexpr (OP == U_ROUND) return tl_rint(x);  // half to even, as torch.round
     else if constexpr (OP == U_TRUNC) return tl_trunc(x);
     else if constexpr (OP == U_SIGN) return T((x > T(0)) - (x < T(0)));  // torch's: NaN gives 0
+    else if constexpr (OP == U_NEG) return -x;
+    else if constexpr (OP == U_ABS) return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // |-0| = +0, NaN kept
+    else if constexpr (OP == U_SQRT) return tl_sqrt(x);
+    else if constexpr (OP == U_EXP) return tl_exp(x);
+    else if constexpr (OP == U_LOG) return tl_log(x);
+    else if constexpr (OP == U_SIN) return sin(x);
+    else if constexpr (OP == U_COS) return cos(x);
+    else if constexpr (OP == U_TANH) return tl_tanh(x);
+    else if constexpr (OP == U_RECIP) return T(1) / x;
+    else if constexpr (OP == U_SCALE) return x * p0;
+    else if constexpr (OP == U_ADDS) return x + p0;
     else static_assert(tl_no_case<OP>::value, "a UNARY_OPS entry without a case in unary_op");
 }
 
@@ -207,6 +223,8 @@ template <typename T, int OP> __device__ __forceinline__ T bin_op(T a, T b) {
     else if constexpr (OP == OP_REMAINDER) return tl_remainder(a, b);
     else if constexpr (OP == OP_FLOOR_DIVIDE) return tl_floor_divide(a, b);
     else if constexpr (OP == OP_POWER) return tl_pow(a, b);
+    else if constexpr (OP == OP_MAXIMUM) return tl_isnan(a) ? a : (tl_isnan(b) ? b : (a < b ? b : a));
+    else if constexpr (OP == OP_MINIMUM) return tl_isnan(a) ? a : (tl_isnan(b) ? b : (b < a ? b : a));
     else static_assert(tl_no_case<OP>::value, "a BINARY_OPS entry without a case in bin_op");
 }
 
@@ -227,4 +245,41 @@ __global__ void binary_kernel(const T* a, const T* b, T* out, i64 n, i64 cols) {
         const i64 i = base + (i64)k * blockDim.x;
         if (i < n) out[i] = bin_op<T, OP>(va[k], vb[k]);
     }
+}
+
+
+// ---- comparisons of floats: IEEE (subnormals compare as themselves), bool (one byte) out -----
+template <typename T, int OP> __device__ __forceinline__ bool cmp_op(T a, T b) {
+    if constexpr (OP == C_LT) return a < b;
+    else if constexpr (OP == C_LE) return a <= b;
+    else if constexpr (OP == C_GT) return a > b;
+    else if constexpr (OP == C_GE) return a >= b;
+    else if constexpr (OP == C_EQ) return a == b;
+    else if constexpr (OP == C_NE) return a != b;
+    else static_assert(tl_no_case<OP>::value, "a COMPARE_OPS entry without a case in cmp_op");
+}
+
+// The layouts of binary_kernel (MODE 0-3).
+template <typename T, int OP, int MODE>
+__global__ void compare_kernel(const T* a, const T* b, unsigned char* out, i64 n, i64 cols) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        T va = MODE == 2 ? a[0] : a[i];
+        T vb = MODE == 1 ? b[0] : (MODE == 3 ? b[i % cols] : b[i]);
+        out[i] = cmp_op<T, OP>(va, vb);
+    }
+}
+
+// ---- float32 <-> float64 with IEEE conversion (CuPy's astype flushes float32 subnormals) ------
+template <typename S, typename D>
+__global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, i64 n) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = (D)x[i];
+}
+
+// float -> bool: nonzero (IEEE: a subnormal is nonzero; NaN is nonzero, as NumPy's astype(bool))
+template <typename T>
+__global__ void to_bool_kernel(const T* __restrict__ x, unsigned char* __restrict__ y, i64 n) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] != T(0);
 }
