@@ -27,8 +27,8 @@ batch is processed in chunks so that a column buffer stays within :data:`COLS_BU
 kernels with unit stride and no padding skip im2col (the input already is its columns).
 Inputs outside what the native kernels take (dtypes other than float32 / float64, empty
 axes, coordinates beyond 32-bit) run the host kernels of :mod:`torchlean.kernels.host.conv`
-with ``xp=cupy`` (the same algorithm over CuPy arrays). The pooling kernels have no native
-version: they are those host kernels bound to CuPy.
+with ``xp=cupy`` (the same algorithm over CuPy arrays). Max and average pooling are native (one
+launch each way, :func:`max_pool_forward`); smooth max pooling is the host kernel bound to CuPy.
 GEMMs are strict float32 unless :func:`torchlean.cuda.set_tf32` allowed TF32.
 """
 
@@ -53,8 +53,13 @@ __all__ = ["conv_forward", "conv_backward", "conv_transpose_forward", "conv_tran
            "max_pool_forward", "max_pool_backward", "avg_pool_forward", "avg_pool_backward",
            "smooth_max_pool_forward", "smooth_max_pool_backward", "COLS_BUDGET"]
 
+_POOL_MAXD = 8   # as the convolutions (CONV_MAXD): every pool the spec admits runs here
 build.declare("conv", [f"{k}<{t}, {d}>" for k in ("im2col_k", "col2im_k") for t in build.FLOATS for d in range(1, 9)]
-              + [f"bias_add_k<{t}>" for t in build.FLOATS])
+              + [f"bias_add_k<{t}>" for t in build.FLOATS]
+              + [f"{k}<{t}, {d}>" for k in ("max_pool_fwd_k", "avg_pool_fwd_k") for t in build.FLOATS
+                 for d in range(1, _POOL_MAXD + 1)]
+              + [f"pool_bwd_k<{t}, {d}, {m}>" for t in build.FLOATS for d in range(1, _POOL_MAXD + 1)
+                 for m in ("true", "false")])
 
 #: Upper bound, in bytes, of one column buffer (cols or dcols); the batch is chunked to fit it.
 COLS_BUDGET = 256 * 2 ** 20
@@ -288,11 +293,88 @@ def conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, 
     return dx, dw, db
 
 
-# ---- pooling: the host kernels over CuPy arrays (no native kernels yet) ----------------------
+# ---- pooling: native kernels over 1-8 spatial axes (the host's code on CuPy beyond) -------------
+# One launch each way. The host's slab loop ran one CuPy kernel per window offset, and CuPy's
+# kernels flush float32 subnormals to zero (.build); these keep them, and visit the offsets in the
+# host's order, so winners and backward sums are the host's.
 
-max_pool_forward = functools.partial(_host.max_pool_forward, xp=cupy)
-max_pool_backward = functools.partial(_host.max_pool_backward, xp=cupy)
-avg_pool_forward = functools.partial(_host.avg_pool_forward, xp=cupy)
-avg_pool_backward = functools.partial(_host.avg_pool_backward, xp=cupy)
+def _pool_plan(shape, dtype, k, stride, padding, dilation):
+    """``(geometry, R, K, P, S, out)`` of a native pool of an input of ``shape`` over its last
+    ``len(k)`` axes (``R`` rows of ``S`` cells, ``P`` outputs per row, ``K`` window offsets), or None."""
+    d = len(k)
+    if not 1 <= d <= _POOL_MAXD or len(shape) <= d or dtype not in _FLOATS:
+        return None
+    spatial = tuple(shape[len(shape) - d:])
+    out = _conv_out(spatial, k, stride, padding, dilation)
+    sizes = [*spatial, *out, *k, *(v + 2 * p for v, p in zip(spatial, padding))]
+    if min(out) <= 0 or max(sizes) >= _INT_LIMIT:
+        return None
+    geo = _geom(spatial, out, k, stride, padding, dilation)
+    return geo, prod(shape[:len(shape) - d]), prod(k), prod(out), prod(spatial), out
+
+
+def max_pool_forward(x, kernel_size, stride, padding, dilation):
+    """``(y, idx)`` as :func:`torchlean.kernels.host.conv.max_pool_forward`, in one launch."""
+    k = tuple(kernel_size)
+    plan = _pool_plan(x.shape, x.dtype, k, stride, padding, dilation)
+    if plan is None:
+        return _host.max_pool_forward(x, k, stride, padding, dilation, xp=cupy)
+    x = _contig(_dev(x))
+    geo, R, K, P, S, out = plan
+    shape = x.shape[:x.ndim - len(k)] + out
+    y, idx = cupy.empty(shape, x.dtype), cupy.empty(shape, np.int64)
+    if R:
+        launch("conv", f"max_pool_fwd_k<{ftype(x.dtype, 'max_pool')}, {len(k)}>", _grid(P, R), _threads(P),
+               (geo, x, y, idx, np.int64(R), np.int64(K), np.int64(P), np.int64(S), np.int32(any(padding))))
+    return y, idx
+
+
+def _pool_bwd(g, idx, x_shape, k, stride, padding, dilation, is_max):
+    d = len(k)
+    plan = _pool_plan(tuple(x_shape), g.dtype, k, stride, padding, dilation)
+    if plan is None or tuple(g.shape) != tuple(x_shape[:len(x_shape) - d]) + plan[5]:
+        return None
+    geo, R, K, P, S, _ = plan
+    g = _contig(_dev(g))
+    dx = cupy.empty(tuple(x_shape), g.dtype)
+    if R and S:
+        t = ftype(g.dtype, "max_pool" if is_max else "avg_pool")
+        inv = g.dtype.type(1.0 / prod(k))
+        launch("conv", f"pool_bwd_k<{t}, {d}, {'true' if is_max else 'false'}>", _grid(S, R), _threads(S),
+               (geo, g, idx if is_max else None, dx, np.int64(R), np.int64(K), np.int64(P), np.int64(S), inv))
+    return dx
+
+
+def max_pool_backward(g, idx, x_shape, kernel_size, stride, padding, dilation):
+    k = tuple(kernel_size)
+    dx = _pool_bwd(g, _contig(_dev(idx)), x_shape, k, stride, padding, dilation, True)
+    if dx is None:
+        return _host.max_pool_backward(g, idx, x_shape, k, stride, padding, dilation, xp=cupy)
+    return dx
+
+
+def avg_pool_forward(x, kernel_size, stride, padding):
+    k = tuple(kernel_size)
+    ones = (1,) * len(k)
+    plan = _pool_plan(x.shape, x.dtype, k, stride, padding, ones)
+    if plan is None:
+        return _host.avg_pool_forward(x, k, stride, padding, xp=cupy)
+    x = _contig(_dev(x))
+    geo, R, K, P, S, out = plan
+    y = cupy.empty(x.shape[:x.ndim - len(k)] + out, x.dtype)
+    if R:
+        launch("conv", f"avg_pool_fwd_k<{ftype(x.dtype, 'avg_pool')}, {len(k)}>", _grid(P, R), _threads(P),
+               (geo, x, y, np.int64(R), np.int64(K), np.int64(P), np.int64(S), x.dtype.type(1.0 / prod(k))))
+    return y
+
+
+def avg_pool_backward(g, x_shape, kernel_size, stride, padding):
+    k = tuple(kernel_size)
+    dx = _pool_bwd(g, None, x_shape, k, stride, padding, (1,) * len(k), False)
+    if dx is None:
+        return _host.avg_pool_backward(g, x_shape, k, stride, padding, xp=cupy)
+    return dx
+
+
 smooth_max_pool_forward = functools.partial(_host.smooth_max_pool_forward, xp=cupy)
 smooth_max_pool_backward = functools.partial(_host.smooth_max_pool_backward, xp=cupy)

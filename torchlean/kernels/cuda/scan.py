@@ -22,7 +22,7 @@ from .reduce import reduce_sum_axis0
 _CELLS = ("lstm_cell_fwd", "lstm_cell_bwd", "gru_cell_fwd", "gru_cell_bwd", "rnn_cell_fwd", "rnn_cell_bwd")
 build.declare("scan", [f"{k}<{t}, {v}>" for k in ("scan_fwd", "scan_bwd") for t in build.FLOATS
                        for v in ("false", "true")] + [f"{k}<{t}>" for k in _CELLS for t in build.FLOATS]
-              + ["rec_fill_table"])
+              + ["rec_fill_table"] + [f"cumsum_k<{t}>" for t in build.FLOATS])
 
 
 def _scan_inputs(a, b, x, h0, var, name):
@@ -357,9 +357,26 @@ def rnn_scan_bwd(w_hh, h0, mask, hs, g, relu):
     return dgx, matmul(dgx.reshape(-1, H).T, _hprev(h0, hs)), dh
 
 
-# ---- cumulative ops along one axis: the host's code on CuPy -------------------------------------
+# ---- cumulative ops along one axis --------------------------------------------------------------
 
-cumsum = partial(host_scan.cumsum, xp=cupy)
+def cumsum(x, axis):
+    """Running sum along ``axis``: floats in ``cumsum_k`` (one thread per line, float64 accumulator:
+    the host's bits, and no CuPy kernel, which would flush float32 subnormals); others on CuPy."""
+    x = _dev(x)
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        return host_scan.cumsum(x, axis, xp=cupy)
+    x = _contig(x)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    y = cupy.empty(x.shape, x.dtype)
+    lines = outer * inner
+    if lines and n:
+        launch("scan", f"cumsum_k<{ftype(x.dtype, 'cumsum')}>", blocks(lines, _THREADS), _THREADS,
+               (x, y, np.int64(outer), np.int64(n), np.int64(inner)))
+    return y
+
+
 cumprod = partial(host_scan.cumprod, xp=cupy)
 cumprod_bwd = partial(host_scan.cumprod_bwd, xp=cupy)
 cumargmax = partial(host_scan.cumargmax, xp=cupy)

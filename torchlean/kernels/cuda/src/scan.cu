@@ -264,3 +264,20 @@ __global__ void rnn_cell_bwd(const u64* __restrict__ tab, i64 t, i64 N, i64 H, i
     db[c] = dgx[t * NH + c] = relu ? (h > T(0) ? dhv : T(0)) : dhv * (T(1) - h * h);
     dh[c] = T(0);
 }
+
+// ---- running sum along the middle axis of (outer, n, inner) -------------------------------------
+// One thread per line, in order, summed in double and each prefix rounded once to T: NumPy's
+// cumsum with a float64 accumulator, so the same bits as the host kernel.
+template <typename T>
+__global__ void cumsum_k(const T* __restrict__ x, T* __restrict__ y, i64 outer, i64 n, i64 inner) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= outer * inner) return;
+    const i64 o = t / inner, i = t - o * inner;
+    const T* __restrict__ xr = x + o * n * inner + i;
+    T* __restrict__ yr = y + o * n * inner + i;
+    double acc = 0.0;
+    for (i64 j = 0; j < n; ++j) {
+        acc += (double)xr[j * inner];
+        yr[j * inner] = (T)acc;
+    }
+}
