@@ -43,6 +43,15 @@ def main(argv=None):
             step()
         sync()
         wall = (time.perf_counter() - t0) * 1e3 / args.steps
+        host = []
+        for _ in range(args.steps):   # host time to enqueue one step, starting from an idle GPU
+            sync()
+            t0 = time.perf_counter()
+            step()
+            host.append((time.perf_counter() - t0) * 1e3)
+            sync()
+        print(f"== {label} {args.model}: host enqueue per step (idle GPU at start) "
+              f"median {sorted(host)[len(host) // 2]:.2f} ms, min {min(host):.2f} ms")
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(args.steps):
                 step()
@@ -65,8 +74,10 @@ def main(argv=None):
     tl.cuda.synchronize()
     pr.disable()
     out = io.StringIO()
-    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(args.top + 10)
-    print("\n".join(out.getvalue().splitlines()[:args.top + 20]))
+    stats = pstats.Stats(pr, stream=out)
+    stats.sort_stats("tottime").print_stats(args.top + 25)
+    stats.sort_stats("cumulative").print_stats(args.top + 40)
+    print(out.getvalue())
 
 
 if __name__ == "__main__":
