@@ -4,7 +4,12 @@ the same winners and sums first. Not a test; prints a few lines.
 
     python benchmarks/probe_pool_native.py
 """
-import time, numpy as np, torch, torchlean as tl, cupy
+import time
+
+import cupy
+import numpy as np
+import torch
+
 from torchlean.kernels.host import conv as H
 from torchlean.kernels.cuda import conv as C
 x = cupy.asarray(np.random.default_rng(0).standard_normal((32, 64, 112, 112), dtype=np.float32))
