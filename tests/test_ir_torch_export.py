@@ -63,12 +63,23 @@ def _blocks():
             z = torch.cat([a + b + c, x], 1)
             return self.up(nn.functional.pad(z, (1, 1, 1, 1), mode="reflect"))
 
-    return SE, Fire, GPTBlock, UNetBlock
+    class GPTTokens(nn.Module):                # GPT-2's front and back: token ids in, tied head, top-3 out
+        def __init__(self, vocab=40, d=16, t=8):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(t, d)
+            self.blocks, self.ln = nn.Sequential(GPTBlock(d, 2, t), GPTBlock(d, 2, t)), nn.LayerNorm(d)
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            logits = self.ln(self.blocks(x)) @ self.wte.weight.T
+            return logits, torch.topk(logits[:, -1], 3, dim=-1).indices
+
+    return SE, Fire, GPTBlock, UNetBlock, GPTTokens
 
 
 def _models():
     nn = torch.nn
-    SE, Fire, GPTBlock, UNetBlock = _blocks()
+    SE, Fire, GPTBlock, UNetBlock, GPTTokens = _blocks()
     return {
         "mobilenet_v3_block": (nn.Sequential(
             nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.Hardswish(),
@@ -82,6 +93,8 @@ def _models():
                                       nn.PReLU(), nn.Softsign(), nn.Hardtanh(-0.5, 0.5), nn.Linear(12, 12),
                                       nn.ReLU6(), nn.Mish()), (4, 6)),
         "gpt_decoder": (nn.Sequential(GPTBlock(), GPTBlock()), (2, 8, 16)),
+        "gpt_token_ids_top3": (GPTTokens(), (2, 8), lambda: torch.randint(0, 40, (2, 8))),
+        "topk_smallest": (_TopK(), (3, 7)),
         "transformer_encoder": (nn.TransformerEncoder(
             nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 2), (2, 5, 16)),
         "unet_block": (UNetBlock(), (2, 3, 10, 12)),
@@ -89,6 +102,9 @@ def _models():
         "lstm_2_layers_bidirectional": (nn.LSTM(4, 6, num_layers=2, bidirectional=True), (5, 2, 4)),
         "gru": (nn.GRU(4, 6, batch_first=True), (2, 5, 4)),
         "gru_bidirectional": (nn.GRU(4, 5, bidirectional=True), (7, 3, 4)),
+        "rnn_tanh": (nn.RNN(4, 6, batch_first=True), (2, 5, 4)),
+        "rnn_relu_2_layers_bidirectional": (nn.RNN(4, 5, num_layers=2, nonlinearity="relu", bidirectional=True),
+                                            (6, 3, 4)),
         "cnn": (nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                               nn.Linear(4 * 4 * 4, 10), nn.GELU(), nn.LayerNorm(10)), (2, 1, 8, 8)),
         "mlp": (nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3), nn.LogSoftmax(-1)), (4, 6)),
@@ -97,7 +113,20 @@ def _models():
     }
 
 
-def check_exported(model, shape, opset):
+class _TopK(torch.nn.Module):
+    """TopK (smallest two, on a column with ties) into arithmetic: values and indices both used."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(7, 5)
+
+    def forward(self, x):
+        y = torch.cat([self.lin(x), torch.zeros(x.shape[0], 2)], 1)
+        v, i = torch.topk(y, 2, dim=1, largest=False)
+        return v * 3 + 1, i
+
+
+def check_exported(model, shape, opset, x=None):
     """Export ``model`` (random weights, non-trivial batch-norm statistics) at ``opset``, import it, and
     compare every output with onnxruntime through the IR's meaning and the compiled program, and the
     equivalence report. Returns the largest difference of the first output relative to its largest
@@ -109,13 +138,13 @@ def check_exported(model, shape, opset):
             if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
-    x = torch.randn(*shape)
+    x = torch.randn(*shape) if x is None else x
     data = export(torch, model, x, opset)
     refs = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})
     ref = refs[0]
     g, p = ir.from_onnx(data)
     ir.check(g, p)
-    values = ir.evaluate(g, p, x.numpy().astype(np.float64))
+    values = ir.evaluate(g, p, x.numpy().astype(np.float64) if x.is_floating_point() else x.numpy())
     assert len(g.outputs) == len(refs)
     for o, r in zip(g.outputs[1:], refs[1:]):   # the other outputs too (an LSTM's final h and c)
         assert values[o].shape == r.shape and np.abs(values[o] - r).max() <= 1e-4 * max(1.0, np.abs(r).max())
@@ -135,5 +164,5 @@ def check_exported(model, shape, opset):
 @pytest.mark.parametrize("opset", [17, 18])
 @pytest.mark.parametrize("name", sorted(_models()))
 def test_torch_exported_model_matches_onnxruntime(name, opset):
-    model, shape = _models()[name]
-    check_exported(model, shape, opset)
+    model, shape, *make = _models()[name]
+    check_exported(model, shape, opset, make[0]() if make else None)

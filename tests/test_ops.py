@@ -105,7 +105,8 @@ def _traced_call(name, s, device):
     n_par = len(s.inputs) - (len(layout) - 1)
     k = layout.index(PARENTS)
     parent_pos = list(range(k, k + n_par))
-    ts = [tl.tensor(x, dtype=tl.float32, device=device, requires_grad=i in diff) for i, x in enumerate(s.inputs)]
+    ts = [tl.tensor(x, dtype=tl.float32 if np.asarray(x).dtype.kind == "f" else None, device=device,
+                    requires_grad=i in diff) for i, x in enumerate(s.inputs)]      # an index input stays integer
     out = []
 
     def call(*parents):

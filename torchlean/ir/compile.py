@@ -48,7 +48,7 @@ from ..autograd import RULES, sweep
 from ..errors import AutogradError, DeviceError, IRError, ShapeError, TorchLeanError
 from ..kernels import get_kernels
 from ..spec import SPEC
-from .graph import PARAM_INPUTS, PARENTS, Graph, Node, format_node
+from .graph import PARAM_INPUTS, PARENTS, Graph, Node, format_node, index_inputs
 from .infer import check
 
 __all__ = ["compile", "Program", "Lowering", "LOWERING", "missing_lowerings", "NON_TRAINABLE"]
@@ -197,6 +197,7 @@ class Program:
         nodes: list = []
         self.param_slots: dict = {}          # payload key -> slot (const/param values included)
         self.input_slots: list = []          # (index, slot, shape) in index order
+        self._index_inputs = index_inputs(g)  # inputs read as integer indices (keep their dtype)
         self.steps: list[_Step] = []
 
         # Slot i holds node i's value; payload weights of parameterised nodes get slots n, n+1, ...
@@ -280,16 +281,20 @@ class Program:
         if hasattr(x, "_value") and hasattr(x, "requires_grad"):  # a front-end Tensor
             x = x._value
         K = self.K
+        # An integer array given for an input the graph reads as an index (take_along's) keeps
+        # its dtype; every other input runs in the program's float dtype.
+        dt = x.dtype if k in self._index_inputs and getattr(x, "dtype", None) is not None \
+            and x.dtype.kind in "iu" else self.dtype
         if self._cpu:
-            if type(x) is not _ndarray or x.dtype != self.dtype or not x.flags.c_contiguous:
+            if type(x) is not _ndarray or x.dtype != dt or not x.flags.c_contiguous:
                 if not isinstance(x, (np.ndarray, np.generic, list, tuple, int, float)):
                     raise DeviceError(f"program on cpu: input {k} is a {type(x).__name__}; "
                                       f"move it to the host first")
-                x = np.asarray(x, dtype=self.dtype, order="C")  # ascontiguousarray makes 0-d 1-d
+                x = np.asarray(x, dtype=dt, order="C")  # ascontiguousarray makes 0-d 1-d
         elif isinstance(x, (np.ndarray, np.generic, list, tuple, int, float)):
-            x = K.from_host(np.asarray(x), self.dtype)
-        elif x.dtype != self.dtype:
-            x = K.astype(x, self.dtype)
+            x = K.from_host(np.asarray(x), dt)
+        elif x.dtype != dt:
+            x = K.astype(x, dt)
         if tuple(x.shape) != shape:
             raise ShapeError(f"program: input {k} has shape {tuple(x.shape)}, the graph declares {shape}")
         return x

@@ -227,7 +227,9 @@ def check_equivalence(g: Graph, payload=None, *inputs, device: str = "cpu", dtyp
     K = prog.K
     with np.errstate(all="ignore"):  # IEEE infs and NaNs are compared, not warned about
         ref = evaluate(g, payload, *inputs)
-        vals = [np.asarray(K.to_host(v), dtype=np.float64) if v.dtype.kind in "fiub" else K.to_host(v)
+        # Floats widened for the comparisons; integer and bool values keep their dtype (an index
+        # that a node's spec reads must stay an integer).
+        vals = [np.asarray(K.to_host(v), dtype=np.float64) if v.dtype.kind == "f" else np.asarray(K.to_host(v))
                 for v in prog.run_all(*inputs)]
     params = {key: np.asarray(K.to_host(prog.param(key)), dtype=np.float64)
               if prog.param(key).dtype.kind in "fiu" else K.to_host(prog.param(key))

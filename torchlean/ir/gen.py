@@ -75,12 +75,14 @@ def random_graph(rng: np.random.Generator, n_ops: int, kinds=None, reuse: float 
         kind = kinds[int(rng.integers(len(kinds)))]
         samples = OPINFOS[kind].samples(np.random.default_rng(int(rng.integers(2 ** 32))))
         s = samples[int(rng.integers(len(samples)))]
-        # Graphs of float values only: a comparison, an index or an integer cast is discontinuous,
+        # Graphs of float values only: a comparison, an index (an integer result, or an integer
+        # input such as take_along's) or an integer cast is discontinuous,
         # so no float32 program can stay within a contract of its float64 meaning next to a tie.
         # And of one float dtype: a program and a tape run a graph in one precision, where a cast
         # between floats would mix float32 and float64 inputs of one op.
         with np.errstate(all="ignore"):
-            if kind == "cast" or np.asarray(SPEC[kind].forward(*s.inputs, **s.attrs)).dtype.kind != "f":
+            if kind == "cast" or any(np.asarray(x).dtype.kind in "iu" for x in s.inputs) \
+                    or np.asarray(SPEC[kind].forward(*s.inputs, **s.attrs)).dtype.kind != "f":
                 skipped += 1
                 continue
         added += 1

@@ -275,6 +275,35 @@ class Payload(Mapping):
         return f"Payload({{{body}}})"
 
 
+#: Kinds whose parent at the given position is an integer index read at run time.
+INDEX_PARENTS: dict[str, int] = {"take_along": 1}
+
+
+def index_inputs(g) -> frozenset:
+    """The positions (``attrs["index"]``) of the graph inputs that some node reads as an integer
+    index (:data:`INDEX_PARENTS`), directly or through ops of the shape family (a reshape, a
+    broadcast): those keep their integer dtype where the graph runs; every other input is
+    converted to the graph's float dtype."""
+    from ..spec import SPEC
+    by_id = {n.id: n for n in g.nodes}
+    out, todo = set(), []
+    for n in g.nodes:
+        pos = INDEX_PARENTS.get(n.kind)
+        if pos is not None and pos < len(n.parents):
+            todo.append(n.parents[pos])
+    seen = set()
+    while todo:
+        p = by_id.get(todo.pop())
+        if p is None or p.id in seen:
+            continue
+        seen.add(p.id)
+        if p.kind == "input":
+            out.add(int(p.attrs["index"]))
+        elif p.kind in SPEC and SPEC[p.kind].family == "shape" and p.parents:
+            todo.append(p.parents[0])
+    return frozenset(out)
+
+
 def spec_args(node: Node, parent_values, payload) -> tuple:
     """The positional arguments of ``SPEC[node.kind].forward`` for ``node``.
 

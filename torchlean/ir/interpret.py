@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import DomainError, ShapeError
 from ..spec import SPEC
-from .graph import Graph, spec_args
+from .graph import Graph, index_inputs, spec_args
 from .infer import check
 
 __all__ = ["evaluate", "DOMAINS"]
@@ -54,9 +54,12 @@ def evaluate(g: Graph, payload=None, *inputs, dtype=np.float64) -> list:
         raise ShapeError(f"evaluate: the graph takes {n_inputs} input(s), got {len(inputs)}")
     params = {k: _cast(v, dtype) for k, v in payload.items()}
     env: list = []                                   # env[i] is node i's value
+    ints = index_inputs(g)
     for n in g.nodes:
         if n.kind == "input":
-            v = np.asarray(inputs[n.attrs["index"]], dtype=dtype)
+            v = np.asarray(inputs[n.attrs["index"]])
+            if v.dtype.kind not in "iu" or n.attrs["index"] not in ints:   # an index keeps its dtype
+                v = v.astype(dtype)
             if v.shape != n.out_shape:
                 raise ShapeError(f"evaluate: input {n.attrs['index']} (node {n.id}) has shape "
                                  f"{v.shape}, the graph declares {n.out_shape}")

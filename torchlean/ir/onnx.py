@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, IRError, TorchLeanError
 from ..spec import SPEC
-from .graph import Graph, Node, Payload, kind_info, spec_args
+from .graph import Graph, Node, Payload, index_inputs, kind_info, spec_args
 from .infer import check
 
 __all__ = ["from_onnx", "CONVERTERS"]
@@ -397,8 +397,21 @@ def _slice(b, xs, a, opset):
     return x
 
 
+def _gather_runtime(b, data, idx, ax):
+    """Gather along ``ax`` at indices that are a value of the graph: ``take_along`` of the data at
+    the indices broadcast over the other axes, reshaped to ONNX's ``data[:ax] + idx + data[ax+1:]``."""
+    s, q = b.shape(data), b.shape(idx)
+    m = int(np.prod(q))
+    col = b.add("reshape", idx, shape=(1,) * ax + (m,) + (1,) * (len(s) - ax - 1))
+    full = b.add("broadcast_to", col, shape=s[:ax] + (m,) + s[ax + 1:])
+    y = b.add("take_along", data, full, axis=ax)
+    return b.add("reshape", y, shape=s[:ax] + tuple(q) + s[ax + 1:])
+
+
 def _gather(b, xs, a, opset):
     data, idx = xs
+    if isinstance(idx, _Ref):
+        return _gather_runtime(b, data, idx, _norm_axis(b, int(a.get("axis", 0)), len(b.shape(data))))
     ind = b.constant(idx, "the indices of Gather")
     if ind.dtype.kind not in "iu":
         b.fail(f"indices of dtype {ind.dtype}")
@@ -551,12 +564,12 @@ def _split(b, xs, a, opset):
 # ---- recurrent layers: ONNX LSTM / GRU onto the IR's time-loop kinds (one per direction) ------------
 
 def _rnn_common(b, xs, a, op, gates):
-    """Checks shared by LSTM and GRU; returns (X, W, R, B, lengths mask or None, H, directions)."""
+    """Checks shared by LSTM, GRU and RNN; returns (X, W, R, B, lengths mask or None, H, directions)."""
     for name, default in (("clip", None), ("input_forget", 0), ("layout", 0)):
         v = a.get(name, default)
         if v not in (None, 0, default):
             b.fail(f"attribute {name}={v} is not supported")
-    if a.get("activations") is not None:
+    if a.get("activations") is not None and op != "RNN":
         b.fail("attribute activations is not supported (the default gate functions only)")
     direction = a.get("direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
@@ -630,6 +643,26 @@ def _gru(b, xs, a, opset):
         if d == "reverse":
             gx = b.add("flip", gx, dims=(0,))
         h = b.add("gru_scan", gx, r, rb, _state0(b, _opt(xs, 5), k, N, H), **extra)
+        hs.append(b.add("select", h, axis=0, index=T - 1))
+        ys.append(b.add("flip", h, dims=(0,)) if d == "reverse" else h)
+    return _rnn_outputs(b, ys, mask, hs)
+
+
+def _rnn(b, xs, a, opset):
+    """ONNX's plain RNN, H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb), on the IR's ``rnn_scan``; f is Tanh
+    (the default) or Relu, the same for every direction (torch's nn.RNN exports that way)."""
+    X, W, R, B, mask, H, dirs, T, N = _rnn_common(b, xs, a, "RNN", 1)
+    acts = [v.decode() if isinstance(v, bytes) else v for v in (a.get("activations") or ["Tanh"] * len(dirs))]
+    if len(set(a.lower() for a in acts)) != 1 or acts[0].lower() not in ("tanh", "relu"):
+        b.fail(f"activations {acts} are not supported (Tanh or Relu, the same for every direction)")
+    extra = {} if mask is None else {"mask": mask}
+    ys, hs = [], []
+    for k, d in enumerate(dirs):
+        gx = b.add("add", b.add("matmul", X, W[k].T.copy()), B[k][:H] + B[k][H:])
+        if d == "reverse":
+            gx = b.add("flip", gx, dims=(0,))
+        h = b.add("rnn_scan", gx, R[k].copy(), _state0(b, _opt(xs, 5), k, N, H), nonlinearity=acts[0].lower(),
+                  **extra)
         hs.append(b.add("select", h, axis=0, index=T - 1))
         ys.append(b.add("flip", h, dims=(0,)) if d == "reverse" else h)
     return _rnn_outputs(b, ys, mask, hs)
@@ -823,6 +856,8 @@ def _gather_elements(b, xs, a, opset):
     x = xs[0]
     s = b.shape(x)
     ax = _norm_axis(b, int(a.get("axis", 0)), len(s))
+    if isinstance(xs[1], _Ref):             # indices computed by the graph: checked when it runs
+        return b.add("take_along", x, xs[1], axis=ax)
     idx = b.constant(xs[1], "indices of GatherElements").astype(np.int64)
     if idx.ndim != len(s):
         b.fail(f"indices of rank {idx.ndim} for data of rank {len(s)}")
@@ -832,6 +867,27 @@ def _gather_elements(b, xs, a, opset):
     if not isinstance(x, _Ref):
         return np.take_along_axis(np.asarray(x), idx, axis=ax)
     return b.add("gather", x, axis=ax, index=idx)
+
+
+def _topk(b, xs, a, opset):
+    """The k largest (smallest) entries along ``axis`` and their indices, sorted, the lower index first
+    among ties (ONNX's rule): a stable argsort, its first k, and ``take_along`` of the values."""
+    x = xs[0]
+    s = b.shape(x)
+    ax = _norm_axis(b, int(a.get("axis", -1)), len(s))
+    k = _ints(b.constant(xs[1], "K of TopK"))
+    if len(k) != 1 or not 0 <= k[0] <= s[ax]:
+        b.fail(f"K={list(k)} must be one value in [0, {s[ax]}] (the size of axis {ax})")
+    k, largest = k[0], bool(int(a.get("largest", 1)))
+    if not isinstance(x, _Ref):
+        xv = np.asarray(x)
+        order = np.argsort(-xv if largest else xv, axis=ax, kind="stable")
+        idx = np.take(order, np.arange(k), axis=ax)
+        return _Outputs([np.take_along_axis(xv, idx, axis=ax), idx.astype(np.int64)])
+    idx = b.add("argsort", x, axis=ax, descending=largest)
+    if k != s[ax]:
+        idx = b.add("slice", idx, axis=ax, start=0, stop=k, step=1)
+    return _Outputs([b.add("take_along", x, idx, axis=ax), idx])
 
 
 def _einsum(b, xs, a, opset):
@@ -1283,10 +1339,13 @@ CONVERTERS: dict = {
                      "input_forget", "layout")),
     "GRU": (_gru, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                    "layout", "linear_before_reset")),
+    "TopK": (_topk, ("axis", "largest", "sorted")),
+    "RNN": (_rnn, ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                   "layout")),
 }
 
 # Ops whose converters give all their outputs (an _Outputs).
-_MULTI_OUTPUT = {"Split", "LSTM", "GRU"}
+_MULTI_OUTPUT = {"Split", "LSTM", "GRU", "RNN", "TopK"}
 
 # Outputs beyond the first that may exist as long as nothing reads them.
 _UNUSED_EXTRA_OUTPUTS = {"Dropout", "LayerNormalization", "BatchNormalization", "MaxPool"}
@@ -1453,6 +1512,7 @@ def _convert(model, input_shapes):
         except Exception as e:
             raise IRError(f"from_onnx: initializer {init.name!r} cannot be read: {e}") from None
     n_in = 0
+    int_inputs: dict = {}
     for vi in graph.input:
         if vi.name in env:
             continue
@@ -1460,9 +1520,12 @@ def _convert(model, input_shapes):
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             b.fail("only tensor inputs are supported")
-        if tt.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
-                                onnx.TensorProto.FLOAT16):
-            b.fail(f"element type {onnx.TensorProto.DataType.Name(tt.elem_type)} is not a float type")
+        if tt.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            int_inputs[n_in] = vi.name     # token ids: allowed where the graph reads them as indices
+        elif tt.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                                  onnx.TensorProto.FLOAT16):
+            b.fail(f"element type {onnx.TensorProto.DataType.Name(tt.elem_type)} is not a float or "
+                   f"integer type")
         given = None
         if isinstance(input_shapes, dict):
             given = input_shapes.get(vi.name)
@@ -1545,6 +1608,11 @@ def _convert(model, input_shapes):
     out_ids = tuple(int(b.node(_get(b, env, name))) for name in outputs)
     g = Graph(b.nodes, out_ids)
     check(g, b.payload)
+    as_numbers = sorted(set(int_inputs) - index_inputs(g))
+    if as_numbers:
+        b.where = f"graph input {int_inputs[as_numbers[0]]!r}"
+        b.fail("an integer input is supported where the graph only indexes with it (Gather, GatherElements); "
+               "this one is also used as a number")
     return g, b.payload
 
 

@@ -174,6 +174,50 @@ defspec("gather", _gather, _gather_vjp,
         lambda x, *, axis, index: tuple(gather_plan("gather", x, axis, index)[1].shape), 1)
 
 
+# ---- take_along: gather at indices that are an input (a runtime value), not an attribute ---------
+
+def take_plan(x_shape, index_shape, axis) -> int:
+    """The axis of ``take_along`` after checking the index's shape against x's (torch.gather's rule:
+    as many axes, no longer than x on any other axis)."""
+    x_shape, index_shape = tuple(x_shape), tuple(index_shape)
+    a = axis_of("take_along", axis, len(x_shape))
+    if len(index_shape) != len(x_shape):
+        raise ShapeError(f"take_along: index of shape {index_shape} must have as many axes as x {x_shape}")
+    for d, (i, n) in enumerate(zip(index_shape, x_shape)):
+        if d != a and i > n:
+            raise ShapeError(f"take_along: index shape {index_shape} exceeds x shape {x_shape} at axis {d}")
+    return a
+
+
+def take_index(index, n: int) -> np.ndarray:
+    """The index values as int64 in [0, n): negative ones count from the end (ONNX GatherElements,
+    NumPy's take_along_axis); DTypeError for non-integers, IndexRangeError outside [-n, n)."""
+    idx = np.asarray(index)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"take_along: index must be integers, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64)
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < -n or hi >= n:
+            raise IndexRangeError(f"take_along: index {lo if lo < -n else hi} out of range [-{n}, {n}) "
+                                  f"for an axis of size {n}")
+    return np.where(idx < 0, idx + n, idx)
+
+
+def _take_along(x, index, *, axis):
+    a = take_plan(x.shape, np.shape(index), axis)
+    return _gather(x, axis=a, index=take_index(index, x.shape[a]))
+
+
+def _take_along_vjp(g, x, index, *, axis):
+    a = take_plan(x.shape, np.shape(index), axis)
+    return _gather_vjp(g, x, axis=a, index=take_index(index, x.shape[a]))[0], None
+
+
+defspec("take_along", _take_along, _take_along_vjp,
+        lambda x, index, *, axis: (take_plan(x, index, axis), tuple(index))[1], 2)
+
+
 def scatter_plan(x_shape, src_shape, axis, index):
     """(axis, index array, region of src that index covers) of scatter_add."""
     a, idx = gather_plan("scatter_add", x_shape, axis, index)

@@ -69,8 +69,10 @@ def _ok(a, r, device, info: OpInfo, scale_of_ref, atol=None) -> bool:
 
 
 def _to_device(x, device, dtype=np.float32):
+    """A sample input on ``device``: floats as ``dtype``, integer inputs (an index) as they are."""
     K = get_kernels(device)
-    return K.from_host(np.asarray(x), dtype)
+    x = np.asarray(x)
+    return K.from_host(x, dtype if x.dtype.kind == "f" else x.dtype)
 
 
 def _attrs_to_device(attrs, device):
@@ -121,7 +123,7 @@ def check_vjp(info: OpInfo, s: Sample, device: str, rng, fast=True, atol=None) -
 def check_fd(info: OpInfo, s: Sample, rng, eps=1e-6, directions=3) -> Result:
     """<g, J d> by central differences vs <vjp(g), d>, float64, random g and d."""
     spec = SPEC[info.name]
-    xs = [np.asarray(x, dtype=np.float64) for x in s.inputs]
+    xs = [np.asarray(x, dtype=np.float64) if np.asarray(x).dtype.kind == "f" else np.asarray(x) for x in s.inputs]
     y = np.asarray(spec.forward(*xs, **s.attrs))
     g = cotangent(rng, y.shape)
     vj = spec.vjp(g, *xs, **s.attrs)

@@ -25,6 +25,8 @@ from ...spec.index import (
     put_plan,
     scatter_plan,
     setitem_plan,
+    take_index,
+    take_plan,
 )
 from ...spec.shape import axis_of, check_same_dtype
 from .registry import defrule
@@ -84,6 +86,19 @@ def _gather_bwd(K, s, g, n):
 
 
 defrule("gather", _gather_fwd, _gather_bwd)
+
+
+def _take_along_fwd(K, x, index, *, axis):
+    # The index is a value of the program: its entries are read on the host (on CUDA once per
+    # buffer, host_ints), checked, and turned into flat offsets as gather's constant index is.
+    a = take_plan(x.shape, index.shape, axis)
+    idx = take_index(K.host_ints(index), x.shape[a])
+    flat = flat_positions(x.shape, a, idx)
+    y = K.gather_vec(K.ascontiguous(x).reshape(x.size), flat).reshape(idx.shape)
+    return y, (x.shape, flat)
+
+
+defrule("take_along", _take_along_fwd, lambda K, s, g, n: (_gather_bwd(K, s, g, n)[0], None))
 
 
 def _scatter_add_fwd(K, x, src, *, axis, index):

@@ -97,6 +97,33 @@ defop(OpInfo("gather", _gather_samples,
              torch_ref=_torch_gather))
 
 
+# ---- take_along: the index is an input -------------------------------------------------------
+
+def _take_along_samples(rng):
+    return [Sample((rand(rng, 3, 4), np.array([[0, 3, 3], [1, -1, 0], [2, 2, -4]])), {"axis": 1},
+                   "axis 1, repeats and negative indices"),
+            Sample((rand(rng, 3, 4), np.array([[2, 0, 1, 1], [0, 0, 1, 2]])), {"axis": 0}, "axis 0, fewer rows"),
+            Sample((rand(rng, 2, 3, 4), rng.integers(0, 4, size=(2, 2, 6))), {"axis": -1},
+                   "3-D, index longer than the axis"),
+            Sample((rand(rng, 5), np.array([4, 4, 0])), {"axis": 0}, "1-D"),
+            Sample((rand(rng, 2, 3), np.zeros((2, 0), dtype=np.int64)), {"axis": 1}, "empty index")]
+
+
+def _torch_take_along(torch, x, index, *, axis):
+    a = axis % x.dim()
+    index = index.detach().long()         # the harness hands every input over as float64
+    return torch.gather(x, a, torch.where(index < 0, index + x.shape[a], index))
+
+
+defop(OpInfo("take_along", _take_along_samples,
+             lambda rng: [BadInput((np.ones((3, 2)), np.zeros((3,), np.int64)), {"axis": 0}, ShapeError, "as many axes"),
+                          BadInput((np.ones((3, 2)), np.zeros((1, 3), np.int64)), {"axis": 0}, ShapeError, "exceeds"),
+                          BadInput((np.ones((3, 2)), np.array([[0, 2]])), {"axis": 1}, IndexRangeError, "[-2, 2)"),
+                          BadInput((np.ones((3, 2)), np.array([[-4, 0]])), {"axis": 0}, IndexRangeError, "[-3, 3)"),
+                          BadInput((np.ones((3, 2)), np.ones((1, 2))), {"axis": 0}, DTypeError, "integers")],
+             diff=(0,), torch_ref=_torch_take_along))
+
+
 # ---- scatter_add ----------------------------------------------------------------------------
 
 def _scatter_add_samples(rng):
