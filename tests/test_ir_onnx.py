@@ -801,3 +801,66 @@ def test_reduce_prod(opset, axes, keep):
         kw["axes"] = axes
     compare(make_model([helper.make_node("ReduceProd", ins, ["y"], **kw)], {"x": x.shape}, ["y"], inits, opset=opset),
             {"x": x})
+
+
+# ---- If and Loop, folded where the condition and the trip count are constants --------------------
+
+def _branch(name, op, w):
+    """A subgraph computing ``op(x, w)`` from the outer scope's ``x`` (outer names are visible)."""
+    return helper.make_graph([helper.make_node(op, ["x", f"{name}_w"], [f"{name}_y"])], name, [],
+                             [helper.make_tensor_value_info(f"{name}_y", F, None)],
+                             [numpy_helper.from_array(np.asarray(w, np.float32), f"{name}_w")])
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_if_with_a_constant_condition_is_its_branch(flag):
+    c = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(flag)))
+    node = helper.make_node("If", ["c"], ["y"], then_branch=_branch("then", "Add", rnd(3)),
+                            else_branch=_branch("else", "Mul", rnd(3, seed=4)))
+    relu = helper.make_node("Relu", ["y"], ["z"])
+    g = compare(make_model([c, node, relu], {"x": (2, 3)}, ["z"]), {"x": rnd(2, 3, seed=1)})
+    assert ("add" in kinds_of(g)) == flag and ("mul" in kinds_of(g)) != flag
+
+
+def test_if_with_a_run_time_condition_names_the_node():
+    cond = helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0)
+    pos = helper.make_node("Greater", ["s", "zero"], ["c"])
+    node = helper.make_node("If", ["c"], ["y"], name="branchy", then_branch=_branch("then", "Add", rnd(3)),
+                            else_branch=_branch("else", "Mul", rnd(3)))
+    m = make_model([cond, pos, node], {"x": (2, 3)}, ["y"], {"zero": np.float32(0.0)})
+    with pytest.raises(IRError, match="branchy.*If.*computed at run time"):
+        ir.from_onnx(m)
+
+
+def test_loop_with_a_constant_trip_count_is_unrolled():
+    """Three iterations of acc = acc * 0.5 + x, with a scan output of each acc (as a for loop exports)."""
+    I64, B = TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Mul", ["acc_in", "half"], ["h"]),
+         helper.make_node("Add", ["h", "x"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["scan"])],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []),
+         helper.make_tensor_value_info("acc_in", F, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", B, []), helper.make_tensor_value_info("acc_out", F, [2, 3]),
+         helper.make_tensor_value_info("scan", F, [2, 3])],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    nodes = [helper.make_node("Constant", [], ["m"], value=numpy_helper.from_array(np.array(3, np.int64))),
+             helper.make_node("Constant", [], ["t"], value=numpy_helper.from_array(np.array(True))),
+             helper.make_node("Loop", ["m", "t", "acc0"], ["acc", "accs"], body=body)]
+    g = compare(make_model(nodes, {"x": (2, 3)}, ["acc", "accs"], {"acc0": rnd(2, 3, seed=3)}),
+                {"x": rnd(2, 3, seed=2)})
+    assert kinds_of(g).count("add") == 3
+
+
+def test_loop_with_a_run_time_trip_count_names_the_node():
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["co"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                             [helper.make_tensor_value_info("co", TensorProto.BOOL, [])])
+    nodes = [helper.make_node("ArgMax", ["x"], ["m"], axis=1, keepdims=0),      # an int64 computed at run time
+             helper.make_node("Loop", ["m", ""], [], name="spin", body=body),
+             helper.make_node("Relu", ["x"], ["y"])]
+    with pytest.raises(IRError, match="spin.*Loop.*trip count M of Loop is computed at run time"):
+        ir.from_onnx(make_model(nodes, {"x": (1, 3)}, ["y"]))

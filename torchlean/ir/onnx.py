@@ -1547,12 +1547,33 @@ def _convert(model, input_shapes):
         env[vi.name] = b._append("input", (), shape, {"index": n_in})
         n_in += 1
 
-    nodes = list(graph.node)
+    _run_nodes(b, list(graph.node), env, [o.name for o in graph.output], opset, fuse=True)
+
+    b.where = "graph outputs"
+    outputs = [o.name for o in graph.output]
+    if not outputs:
+        b.fail("the ONNX graph has no outputs")
+    out_ids = tuple(int(b.node(_get(b, env, name))) for name in outputs)
+    g = Graph(b.nodes, out_ids)
+    check(g, b.payload)
+    as_numbers = sorted(set(int_inputs) - index_inputs(g))
+    if as_numbers:
+        b.where = f"graph input {int_inputs[as_numbers[0]]!r}"
+        b.fail("an integer input is supported where the graph only indexes with it (Gather, GatherElements); "
+               "this one is also used as a number")
+    return g, b.payload
+
+
+def _run_nodes(b, nodes, env, outputs, opset, fuse=False):
+    """Convert ``nodes`` in order into ``env`` (ONNX names -> IR refs or constants). ``fuse``: match the
+    Erf form of GELU first (the top-level graph). If and Loop are unfolded here: an If whose condition
+    is a constant becomes its chosen branch, a Loop with a constant trip count and constant conditions
+    becomes that many copies of its body; a condition or count computed at run time raises IRError."""
+    onnx, helper, numpy_helper = _onnx()
     consumers = defaultdict(list)
     for k, n in enumerate(nodes):
         for name in n.input:
             consumers[name].append(k)
-    outputs = [o.name for o in graph.output]
 
     def const_of(name):
         if name in env and not isinstance(env[name], _Ref):
@@ -1562,7 +1583,7 @@ def _convert(model, input_shapes):
                 return _constant_value(b, n, helper, numpy_helper)
         return None
 
-    gelus = _find_gelus(nodes, const_of, consumers, set(outputs))
+    gelus = _find_gelus(nodes, const_of, consumers, set(outputs)) if fuse else {}
     in_pattern = set().union(*(p for _, _, p in gelus.values())) if gelus else set()
     for k, n in enumerate(nodes):
         b.where = f"ONNX node {n.name or k!r} ({n.op_type})"
@@ -1576,6 +1597,9 @@ def _convert(model, input_shapes):
             continue
         if n.op_type == "Constant":
             env[n.output[0]] = _constant_value(b, n, helper, numpy_helper)
+            continue
+        if n.op_type in ("If", "Loop"):
+            (_if if n.op_type == "If" else _loop)(b, n, env, opset)
             continue
         if n.op_type not in CONVERTERS:
             b.fail(f"unsupported ONNX op {n.op_type!r}")
@@ -1602,18 +1626,93 @@ def _convert(model, input_shapes):
         else:
             env[outs[0]] = got
 
-    b.where = "graph outputs"
-    if not outputs:
-        b.fail("the ONNX graph has no outputs")
-    out_ids = tuple(int(b.node(_get(b, env, name))) for name in outputs)
-    g = Graph(b.nodes, out_ids)
-    check(g, b.payload)
-    as_numbers = sorted(set(int_inputs) - index_inputs(g))
-    if as_numbers:
-        b.where = f"graph input {int_inputs[as_numbers[0]]!r}"
-        b.fail("an integer input is supported where the graph only indexes with it (Gather, GatherElements); "
-               "this one is also used as a number")
-    return g, b.payload
+
+#: Most iterations a Loop is unrolled to (each copies its body into the graph).
+LOOP_UNROLL_LIMIT = 1024
+
+
+def _static_flag(b, v, what) -> bool:
+    if isinstance(v, _Ref):
+        b.fail(f"{what} is computed at run time; only a constant one is folded (the branches and "
+               f"bodies of shape tests), not a data-dependent one")
+    a = np.asarray(v)
+    if a.size != 1:
+        b.fail(f"{what} must hold one value, got shape {a.shape}")
+    return bool(a.reshape(-1)[0])
+
+
+def _subgraph(b, n, name):
+    for at in n.attribute:
+        if at.name == name:
+            return _onnx()[1].get_attribute_value(at)
+    b.fail(f"attribute {name} is missing")
+
+
+def _run_subgraph(b, sub, env, bound: dict, opset):
+    """The values of ``sub``'s outputs, its nodes converted in a scope that sees ``env`` (the outer
+    names), its initializers and ``bound`` (its formal inputs)."""
+    numpy_helper = _onnx()[2]
+    where = b.where
+    scope = dict(env)
+    for init in sub.initializer:
+        scope[init.name] = numpy_helper.to_array(init)
+    scope.update(bound)
+    outs = [o.name for o in sub.output]
+    _run_nodes(b, list(sub.node), scope, outs, opset)
+    b.where = where
+    return [_get(b, scope, o) for o in outs]
+
+
+def _if(b, n, env, opset):
+    branch = _subgraph(b, n, "then_branch" if _static_flag(b, _get(b, env, n.input[0]), "the condition of If")
+                       else "else_branch")
+    vals = _run_subgraph(b, branch, env, {}, opset)
+    if len(vals) != len(n.output):
+        b.fail(f"the chosen branch gives {len(vals)} outputs for {len(n.output)}")
+    for name, v in zip(n.output, vals):
+        if name:
+            env[name] = v
+
+
+def _loop(b, n, env, opset):
+    body = _subgraph(b, n, "body")
+    m = None if len(n.input) < 1 or n.input[0] == "" else _get(b, env, n.input[0])
+    if m is None:
+        b.fail("a Loop without a trip count M is not folded (its end depends on run-time values)")
+    if isinstance(m, _Ref):
+        b.fail("the trip count M of Loop is computed at run time; only a constant one is unrolled")
+    m = int(np.asarray(m).reshape(-1)[0])
+    if m > LOOP_UNROLL_LIMIT:
+        b.fail(f"trip count {m} exceeds the unrolling limit {LOOP_UNROLL_LIMIT}")
+    cond = True if len(n.input) < 2 or n.input[1] == "" else _static_flag(b, _get(b, env, n.input[1]),
+                                                                          "the condition of Loop")
+    carried = [_get(b, env, name) for name in n.input[2:]]
+    names = [i.name for i in body.input]
+    if len(names) != 2 + len(carried):
+        b.fail(f"the body takes {len(names)} inputs for {len(carried)} loop-carried values")
+    scans: list = []
+    i = 0
+    while i < m and cond:
+        bound = {names[0]: np.array(i, dtype=np.int64), names[1]: np.array(cond)}
+        bound.update(zip(names[2:], carried))
+        out = _run_subgraph(b, body, env, bound, opset)
+        cond = _static_flag(b, out[0], "the condition the Loop body returns")
+        carried = out[1:1 + len(carried)]
+        scans.append(out[1 + len(carried):])
+        i += 1
+    n_scan = len(body.output) - 1 - len(carried)
+    results = list(carried)
+    for j in range(n_scan):
+        items = [it[j] for it in scans]
+        if not items:
+            b.fail("a Loop that runs no iteration has empty scan outputs, whose shape the body does not fix")
+        if all(not isinstance(v, _Ref) for v in items):
+            results.append(np.stack([np.asarray(v) for v in items]))
+        else:
+            results.append(b.add("concat", *[b.add("unsqueeze", v, dim=0) for v in items], axis=0))
+    for name, v in zip(n.output, results):
+        if name:
+            env[name] = v
 
 
 def _get(b, env, name):
