@@ -666,7 +666,9 @@ RESIZES = [dict(mode="nearest", coordinate_transformation_mode="asymmetric", nea
            dict(mode="linear", coordinate_transformation_mode="align_corners"),
            dict(mode="linear", coordinate_transformation_mode="asymmetric"),
            dict(mode="cubic", coordinate_transformation_mode="half_pixel"),                          # bicubic
-           dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1)]
+           dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1),
+           dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric"),              # opset 19
+           dict(mode="nearest", coordinate_transformation_mode="half_pixel_symmetric")]
 
 
 @pytest.mark.parametrize("how", ["scales", "sizes"])
@@ -681,16 +683,18 @@ def test_resize(attrs, how):
         inits = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                  "sizes": np.array([1, 2, 3, 11], np.int64)}      # down on one axis, up on the other
         node = helper.make_node("Resize", ["x", "roi", "scales", "sizes"], ["y"], **attrs)
-    compare(make_model([node], {"x": x.shape}, ["y"], inits), {"x": x})
+    opset = 19 if attrs.get("coordinate_transformation_mode") == "half_pixel_symmetric" else 17
+    compare(make_model([node], {"x": x.shape}, ["y"], inits, opset=opset), {"x": x})
 
 
-@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
 @pytest.mark.parametrize("pads", [[0, 0, 1, 2, 0, 0, 2, 1], [0, 1, 0, 0, 0, 0, 3, 0], [0, 0, -1, 1, 0, 0, 1, -2]])
 def test_pad(mode, pads):
     x = np.random.default_rng(11).standard_normal((1, 2, 4, 5)).astype(np.float32)
     inits = {"pads": np.array(pads, np.int64), "v": np.float32(0.5)}
     ins = ["x", "pads", "v"] if mode == "constant" else ["x", "pads"]
-    compare(make_model([helper.make_node("Pad", ins, ["y"], mode=mode)], {"x": x.shape}, ["y"], inits), {"x": x})
+    compare(make_model([helper.make_node("Pad", ins, ["y"], mode=mode)], {"x": x.shape}, ["y"], inits,
+                       opset=19 if mode == "wrap" else 17), {"x": x})     # wrap: opset 19
 
 
 @pytest.mark.parametrize("opset,per", [(18, "group"), (21, "channel")])
@@ -864,3 +868,14 @@ def test_loop_with_a_run_time_trip_count_names_the_node():
              helper.make_node("Relu", ["x"], ["y"])]
     with pytest.raises(IRError, match="spin.*Loop.*trip count M of Loop is computed at run time"):
         ir.from_onnx(make_model(nodes, {"x": (1, 3)}, ["y"]))
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_resize_half_pixel_symmetric_with_a_fractional_output(mode):
+    """Scales whose output sizes round down (5 x 1.3 = 6.5 -> 6, 6 x 1.7 = 10.2 -> 10): the symmetric
+    mode shifts the sampling grid to the centre, which plain half_pixel does not."""
+    x = np.random.default_rng(13).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    inits = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1.3, 1.7], np.float32)}
+    node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode=mode,
+                            coordinate_transformation_mode="half_pixel_symmetric")
+    compare(make_model([node], {"x": x.shape}, ["y"], inits, opset=19), {"x": x})

@@ -702,6 +702,9 @@ def _resize_matrix(b, n_in, n_out, scale, a):
         x = i * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
     elif ctm == "asymmetric":
         x = i / scale
+    elif ctm == "half_pixel_symmetric":   # opset 19: half_pixel, centred when n_out != n_in * scale
+        adjustment = n_out / (n_in * scale)
+        x = n_in / 2 * (1 - adjustment) + (i + 0.5) / scale - 0.5
     else:
         b.fail(f"coordinate_transformation_mode={ctm!r} is not supported")
     m = np.zeros((n_out, n_in))
@@ -790,7 +793,7 @@ def _pad(b, xs, a, opset):
         pads, value, axes = tuple(int(p) for p in a.get("pads", ())), float(a.get("value", 0.0)), tuple(range(r))
     if len(pads) != 2 * len(axes):
         b.fail(f"pads {list(pads)} need {2 * len(axes)} entries")
-    if mode not in ("constant", "reflect", "edge"):
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         b.fail(f"mode={mode!r} is not supported")
     for k, ax in enumerate(axes):
         lo, hi = pads[k], pads[k + len(axes)]
@@ -802,6 +805,8 @@ def _pad(b, xs, a, opset):
             continue
         if mode == "reflect" and (lo >= n or hi >= n):
             b.fail(f"reflect pads {lo}, {hi} need an axis longer than them (axis {ax} has {n})")
+        if mode == "wrap" and (lo > n or hi > n):
+            b.fail(f"wrap pads {lo}, {hi} need an axis at least as long (axis {ax} has {n})")
         parts = []
         for size, before in ((lo, True), (hi, False)):
             if not size:
@@ -813,6 +818,8 @@ def _pad(b, xs, a, opset):
             elif mode == "edge":
                 edge = b.add("slice", x, axis=ax, start=0 if before else n - 1, stop=1 if before else n)
                 part = b.add("broadcast_to", edge, shape=shape)
+            elif mode == "wrap":           # the other end, as circular padding
+                part = b.add("slice", x, axis=ax, start=n - size if before else 0, stop=n if before else size)
             else:
                 piece = b.add("slice", x, axis=ax, start=1, stop=size + 1) if before else \
                     b.add("slice", x, axis=ax, start=n - 1 - size, stop=n - 1)
