@@ -15,6 +15,7 @@ import statistics
 import time
 
 import numpy as np
+from probe_host import idle_us  # the same idle-GPU host timing (benchmarks/probe_host.py)
 
 # (name, x shape, w shape, stride, padding)
 CASES = [
@@ -26,19 +27,6 @@ CASES = [
     ("256->256 8^2", (128, 256, 8, 8), (256, 256, 3, 3), 1, 1),
     ("512->512 4^2", (128, 512, 4, 4), (512, 512, 3, 3), 1, 1),
 ]
-
-
-def idle_us(fn, sync, reps):
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(reps):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    sync()
-    return statistics.median(ts) * 1e6
 
 
 def busy_us(fn, sync, busy, reps=20):
