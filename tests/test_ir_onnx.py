@@ -783,6 +783,16 @@ def test_gather_nd(idx):
     compare(m, {"x": x})
 
 
+@pytest.mark.parametrize("idx", [np.array([[1], [0], [-1]]),                 # batch entries pick rows
+                                 np.array([[[1, 3], [0, 0]], [[1, 1], [0, 2]], [[0, 3], [1, 0]]]),
+                                 np.zeros((3, 0))])                             # empty tuples: whole slices
+def test_gather_nd_with_batch_dims(idx):
+    x = np.random.default_rng(15).standard_normal((3, 2, 4)).astype(np.float32)
+    m = make_model([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1)], {"x": x.shape}, ["y"],
+                   {"i": idx.astype(np.int64)})
+    compare(m, {"x": x})
+
+
 @pytest.mark.parametrize("reduction", ["none", "add"])
 def test_scatter_nd(reduction):
     rng = np.random.default_rng(16)

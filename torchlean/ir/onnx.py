@@ -947,27 +947,35 @@ def _einsum(b, xs, a, opset):
 
 
 def _gather_nd(b, xs, a, opset):
-    """GatherND with constant indices (batch_dims=0): the indexed leading axes flattened into one, whose
-    rows index_select takes."""
-    if int(a.get("batch_dims", 0)):
-        b.fail("batch_dims > 0 is not supported")
+    """GatherND with constant indices: with ``batch_dims`` = d, the data's first d axes pair with the
+    indices' first d (one lookup table per batch entry); the batch and indexed axes are flattened into
+    one whose rows index_select takes."""
     x = xs[0]
     s = b.shape(x)
     idx = b.constant(xs[1], "indices of GatherND").astype(np.int64)
+    bd = int(a.get("batch_dims", 0))
+    if not 0 <= bd < min(len(s), idx.ndim):
+        b.fail(f"batch_dims={bd} must lie in [0, {min(len(s), idx.ndim)})")
+    if tuple(idx.shape[:bd]) != tuple(s[:bd]):
+        b.fail(f"the batch axes of the indices {list(idx.shape[:bd])} differ from the data's {list(s[:bd])}")
     k = idx.shape[-1]
-    if k > len(s):
-        b.fail(f"index tuples of length {k} for data of rank {len(s)}")
-    lead = np.asarray(s[:k])
+    if bd + k > len(s):
+        b.fail(f"index tuples of length {k} for data of rank {len(s)} with batch_dims={bd}")
+    lead = np.asarray(s[bd:bd + k])
     if np.any((idx < -lead) | (idx >= lead)):
-        b.fail(f"indices out of range of the data's leading axes {list(s[:k])}")
+        b.fail(f"indices out of range of the data's axes {list(s[bd:bd + k])}")
     idx = np.where(idx < 0, idx + lead, idx)
-    rows = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), s[:k]).reshape(-1) if k else \
-        np.zeros(int(np.prod(idx.shape[:-1])), np.int64)
+    nb, q = math.prod(s[:bd]), tuple(idx.shape[bd:-1])
+    local = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), s[bd:bd + k]) if k else \
+        np.zeros(idx.shape[:-1], np.int64)
+    rows = (np.arange(nb).reshape((nb,) + (1,) * len(q)) * math.prod(s[bd:bd + k])
+            + np.reshape(local, (nb,) + q)).reshape(-1)
+    out_shape = tuple(s[:bd]) + q + tuple(s[bd + k:])
     if not isinstance(x, _Ref):
-        return np.asarray(x).reshape((-1,) + s[k:])[rows].reshape(idx.shape[:-1] + s[k:])
-    flat = b.add("reshape", x, shape=(math.prod(s[:k]),) + s[k:])
+        return np.asarray(x).reshape((-1,) + s[bd + k:])[rows].reshape(out_shape)
+    flat = b.add("reshape", x, shape=(nb * math.prod(s[bd:bd + k]),) + s[bd + k:])
     picked = b.add("index_select", flat, axis=0, indices=rows.astype(np.int64))
-    return b.add("reshape", picked, shape=idx.shape[:-1] + s[k:])
+    return b.add("reshape", picked, shape=out_shape)
 
 
 def _scatter_nd(b, xs, a, opset):
