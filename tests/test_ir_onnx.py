@@ -793,11 +793,11 @@ def test_gather_nd_with_batch_dims(idx):
     compare(m, {"x": x})
 
 
-@pytest.mark.parametrize("reduction", ["none", "add"])
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
 def test_scatter_nd(reduction):
     rng = np.random.default_rng(16)
     x = rng.standard_normal((4, 3)).astype(np.float32)
-    idx = np.array([[2], [0], [2]] if reduction == "add" else [[2], [0]], np.int64)
+    idx = np.array([[2], [0], [2], [2]] if reduction != "none" else [[2], [0]], np.int64)   # repeats combine
     upd = rng.standard_normal((len(idx), 3)).astype(np.float32)
     m = make_model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)], {"x": x.shape},
                    ["y"], {"i": idx, "u": upd}, opset=18)

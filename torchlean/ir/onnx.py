@@ -983,8 +983,8 @@ def _scatter_nd(b, xs, a, opset):
     write wins where indices repeat; reduction="add" accumulates)."""
     red = a.get("reduction", b"none")
     red = red.decode() if isinstance(red, bytes) else red
-    if red not in ("none", "add"):
-        b.fail(f"reduction={red!r} is not supported (none or add)")
+    if red not in ("none", "add", "mul", "max", "min"):
+        b.fail(f"reduction={red!r} is not supported (none, add, mul, max or min)")
     x, upd = xs[0], xs[2]
     s = b.shape(x)
     idx = b.constant(xs[1], "indices of ScatterND").astype(np.int64)
@@ -997,7 +997,39 @@ def _scatter_nd(b, xs, a, opset):
     idx = np.where(idx < 0, idx + lead, idx)
     base = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), s[:k]) * math.prod(s[k:])
     offsets = base.reshape(base.shape + (1,) * (len(s) - k)) + np.arange(math.prod(s[k:])).reshape(s[k:])
-    return b.add("put", x, upd, index=offsets.astype(np.int64), accumulate=red == "add")
+    if red in ("none", "add"):
+        return b.add("put", x, upd, index=offsets.astype(np.int64), accumulate=red == "add")
+    return _scatter_combine(b, x, upd, offsets.reshape(-1), {"mul": "mul", "max": "maximum", "min": "minimum"}[red])
+
+
+def _scatter_combine(b, x, upd, off, kind):
+    """``out[off[i]] = kind(out[off[i]], upd[i])`` for every i in order (ScatterND's mul, max and min),
+    in rounds: round r applies each target's r-th update, so no round writes a target twice; a round
+    is the update values put into a zero tensor at their targets, combined with the data by ``kind``
+    and selected by the (constant) mask of those targets."""
+    s = b.shape(x)
+    size = math.prod(s)
+    if not isinstance(x, _Ref) and not isinstance(upd, _Ref):      # all constants: folded here
+        out, u = np.array(x).reshape(-1), np.asarray(upd).reshape(-1)
+        f = {"mul": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[kind]
+        for i, t in enumerate(off.tolist()):
+            out[t] = f(out[t], u[i])
+        return out.reshape(s)
+    rank = np.zeros(off.size, np.int64)      # how many earlier updates share each one's target
+    seen: dict = {}
+    for i, t in enumerate(off.tolist()):
+        rank[i] = seen.get(t, 0)
+        seen[t] = rank[i] + 1
+    cur = b.add("reshape", x, shape=(size,))
+    flat_u = b.add("reshape", upd, shape=(off.size,))
+    for r in range(int(rank.max()) + 1 if off.size else 0):
+        pick = np.flatnonzero(rank == r)
+        vals = b.add("index_select", flat_u, axis=0, indices=pick)
+        full = b.add("put", np.zeros(size, np.float32), vals, index=off[pick].astype(np.int64), accumulate=False)
+        mask = np.zeros(size, bool)
+        mask[off[pick]] = True
+        cur = b.add("where", b.add(kind, cur, full), cur, cond=mask)
+    return b.add("reshape", cur, shape=s)
 
 
 def _reduce_prod(b, xs, a, opset):
