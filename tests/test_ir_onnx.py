@@ -889,3 +889,31 @@ def test_resize_half_pixel_symmetric_with_a_fractional_output(mode):
     node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode=mode,
                             coordinate_transformation_mode="half_pixel_symmetric")
     compare(make_model([node], {"x": x.shape}, ["y"], inits, opset=19), {"x": x})
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("scales", [[1, 1, 0.6, 0.4], [1, 1, 0.5, 1.5]])   # down on both; down and up
+def test_resize_antialias(mode, scales):
+    """antialias=1: the filter stretched by 1 / scale when downscaling (opset 18)."""
+    x = np.random.default_rng(14).standard_normal((1, 2, 9, 10)).astype(np.float32)
+    inits = {"roi": np.zeros(0, np.float32), "scales": np.array(scales, np.float32)}
+    node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode=mode, antialias=1)
+    compare(make_model([node], {"x": x.shape}, ["y"], inits, opset=18), {"x": x})
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("how", ["scales", "sizes"])
+def test_resize_tf_crop_and_resize(mode, how):
+    """A region of interest, part of it outside the input: those outputs take extrapolation_value."""
+    x = np.random.default_rng(15).standard_normal((1, 2, 6, 7)).astype(np.float32)
+    roi = np.array([0, 0, 0.2, -0.3, 1, 1, 0.9, 0.8], np.float32)
+    inits = {"roi": roi}
+    if how == "scales":
+        inits["scales"] = np.array([1, 1, 1.5, 0.9], np.float32)
+        ins = ["x", "roi", "scales"]
+    else:
+        inits.update(scales=np.zeros(0, np.float32), sizes=np.array([1, 2, 5, 8], np.int64))
+        ins = ["x", "roi", "scales", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode="tf_crop_and_resize",
+                            extrapolation_value=-7.0)
+    compare(make_model([node], {"x": x.shape}, ["y"], inits, opset=18), {"x": x})

@@ -684,10 +684,13 @@ def _rnn_outputs(b, ys, mask, *finals):
 
 # ---- Resize and Pad ---------------------------------------------------------------------------------
 
-def _resize_matrix(b, n_in, n_out, scale, a):
-    """The (n_out, n_in) matrix of one axis of ONNX Resize: output i is a weighted sum of input rows
-    (nearest: one weight 1; linear: two; cubic: four), with the coordinate mapping and the edge rule of
-    ONNX's reference (neighbours past the ends take the edge value)."""
+def _resize_matrix(b, n_in, n_out, scale, a, roi=(0.0, 1.0)):
+    """``(matrix, inside)`` of one axis of ONNX Resize: the (n_out, n_in) matrix whose row i weighs the
+    input rows output i reads (nearest: one weight 1; linear: two; cubic: four; with ``antialias``
+    and a scale below 1, the filter stretched by 1 / scale and normalized), with the coordinate
+    mapping and the edge rule of ONNX's reference (neighbours past the ends take the edge value);
+    ``inside`` is None, or for tf_crop_and_resize the mask of outputs whose coordinate lies in the
+    input (the others take ``extrapolation_value``)."""
     def attr(name, default):
         v = a.get(name, default)
         return v.decode() if isinstance(v, bytes) else v
@@ -705,8 +708,12 @@ def _resize_matrix(b, n_in, n_out, scale, a):
     elif ctm == "half_pixel_symmetric":   # opset 19: half_pixel, centred when n_out != n_in * scale
         adjustment = n_out / (n_in * scale)
         x = n_in / 2 * (1 - adjustment) + (i + 0.5) / scale - 0.5
+    elif ctm == "tf_crop_and_resize":     # the region roi = (start, end), in fractions of n_in - 1,
+        span = (roi[1] - roi[0]) * (n_in - 1)   # over the integer output length (the spec, onnxruntime)
+        x = roi[0] * (n_in - 1) + (np.full(n_out, span / 2) if n_out == 1 else i * span / (n_out - 1))
     else:
         b.fail(f"coordinate_transformation_mode={ctm!r} is not supported")
+    in_crop = ((x >= 0) & (x <= n_in - 1)) if ctm == "tf_crop_and_resize" else None
     m = np.zeros((n_out, n_in))
     rows = np.arange(n_out)
     if mode == "nearest":
@@ -723,7 +730,30 @@ def _resize_matrix(b, n_in, n_out, scale, a):
         else:
             b.fail(f"nearest_mode={nm!r} is not supported")
         m[rows, np.clip(k, 0, n_in - 1).astype(int)] = 1.0
-        return m
+        return m, in_crop
+    exclude = int(a.get("exclude_outside", 0))
+    if int(a.get("antialias", 0)) and scale < 1 and mode in ("linear", "cubic"):
+        # The reference's antialiasing filter: taps x0 + j around x0 = ceil(x) - 1 (ratio in (0, 1]),
+        # the kernel evaluated at scale * (j - ratio), the weights normalized.
+        x0 = np.ceil(x) - 1
+        ratio = (x - x0)[:, None]
+        reach = 1 if mode == "linear" else 2
+        start = int(np.floor(-reach / scale) + 1)
+        taps = np.arange(start, 2 - start)
+        u = np.abs(scale * (taps[None, :] - ratio))
+        if mode == "linear":
+            w = np.clip(1 - u, 0, 1)
+        else:
+            A = float(a.get("cubic_coeff_a", -0.75))
+            w = np.where(u <= 1, ((A + 2) * u - (A + 3)) * u * u + 1,
+                         np.where(u < 2, ((A * u - 5 * A) * u + 8 * A) * u - 4 * A, 0.0))
+        w = w / w.sum(axis=1, keepdims=True)
+        k = x0.astype(int)[:, None] + taps[None, :]
+        if exclude:
+            w = np.where((k >= 0) & (k < n_in), w, 0.0)
+            w = w / w.sum(axis=1, keepdims=True)
+        np.add.at(m, (np.repeat(rows, taps.size), np.clip(k, 0, n_in - 1).reshape(-1)), w.reshape(-1))
+        return m, in_crop
     x0 = np.floor(x)
     t = x - x0
     if mode == "linear":
@@ -736,7 +766,6 @@ def _resize_matrix(b, n_in, n_out, scale, a):
         taps = (-1, 0, 1, 2)
     else:
         b.fail(f"mode={mode!r} is not supported")
-    exclude = int(a.get("exclude_outside", 0))
     for tap, wt in zip(taps, w):
         k = x0.astype(int) + tap
         inside = (k >= 0) & (k < n_in)
@@ -744,36 +773,52 @@ def _resize_matrix(b, n_in, n_out, scale, a):
         np.add.at(m, (rows, np.clip(k, 0, n_in - 1)), wt)
     if exclude:
         m /= m.sum(axis=1, keepdims=True)
-    return m
+    return m, in_crop
 
 
 def _resize(b, xs, a, opset):
     x = xs[0]
     s = b.shape(x)
-    for name in ("antialias", "keep_aspect_ratio_policy", "axes"):
+    for name in ("keep_aspect_ratio_policy", "axes"):
         if a.get(name) not in (None, 0, b"stretch", "stretch"):
             b.fail(f"attribute {name}={a[name]!r} is not supported")
+    ctm = a.get("coordinate_transformation_mode", b"half_pixel")
+    crop = (ctm.decode() if isinstance(ctm, bytes) else ctm) == "tf_crop_and_resize"
+    roi = _opt(xs, 1)
+    roi = b.constant(roi, "roi of Resize").astype(np.float64).reshape(-1) if roi is not None else np.zeros(0)
+    if crop and roi.size != 2 * len(s):
+        b.fail(f"tf_crop_and_resize needs an roi of {2 * len(s)} values (starts, then ends), got {roi.size}")
+    rois = [(roi[ax], roi[ax + len(s)]) if crop else (0.0, 1.0) for ax in range(len(s))]
     scales, sizes = _opt(xs, 2), _opt(xs, 3)
     if sizes is not None and np.size(b.constant(sizes, "sizes of Resize")):
         out = _ints(b.constant(sizes, "sizes of Resize"))
         sc = [o / n for o, n in zip(out, s)]
     elif scales is not None and np.size(b.constant(scales, "scales of Resize")):
         sc = [float(v) for v in b.constant(scales, "scales of Resize").reshape(-1)]
-        out = tuple(int(np.floor(n * f)) for n, f in zip(s, sc))
+        out = tuple(int(np.floor(n * f)) for n, f in zip(s, sc))   # as the reference and onnxruntime: not x (end - start)
     else:
         b.fail("give scales or sizes")
     if len(out) != len(s):
         b.fail(f"scales/sizes have {len(out)} entries for an input of rank {len(s)}")
+    keep = None
     for ax in range(len(s)):
-        if out[ax] == s[ax] and sc[ax] == 1.0:
+        if out[ax] == s[ax] and sc[ax] == 1.0 and rois[ax] == (0.0, 1.0):
             continue
-        m = _resize_matrix(b, s[ax], out[ax], sc[ax], a)
+        m, inside = _resize_matrix(b, s[ax], out[ax], sc[ax], a, rois[ax])
+        if inside is not None and not inside.all():
+            shape = [1] * len(s)
+            shape[ax] = out[ax]
+            here = inside.reshape(shape)
+            keep = here if keep is None else keep & here
         last = len(s) - 1
         if ax != last:
             x = b.add("transpose", x, dim0=ax, dim1=last)
         x = b.add("matmul", x, m.T.copy())
         if ax != last:
             x = b.add("transpose", x, dim0=ax, dim1=last)
+    if keep is not None:       # tf_crop_and_resize: outputs sampled outside the input take the fill value
+        fill = np.full(out, float(a.get("extrapolation_value", 0.0)), dtype=np.float32)
+        x = b.add("where", x, fill, cond=np.broadcast_to(keep, out).copy())
     return x
 
 
