@@ -166,3 +166,16 @@ def check_exported(model, shape, opset, x=None):
 def test_torch_exported_model_matches_onnxruntime(name, opset):
     model, shape, *make = _models()[name]
     check_exported(model, shape, opset, make[0]() if make else None)
+
+
+def test_check_model_draws_valid_token_ids_for_an_integer_input(tmp_path, capsys):
+    """``torchlean check --model`` on a model taking token ids: the integer input gets random ids below
+    the vocabulary (its bound found through the graph), not normal floats, and no x100 pass."""
+    from torchlean.ir.cli import check_model
+    path = tmp_path / "gpt_tokens.onnx"
+    path.write_bytes(export(torch, _blocks()[4]().eval(), torch.randint(0, 40, (2, 8)), 17))
+    g, _ = ir.from_onnx(str(path))
+    assert ir.index_input_bounds(g) == {0: 40}
+    assert check_model(str(path)) == 0
+    out = capsys.readouterr().out
+    assert "random indices for the integer ones" in out and "take_along" in out

@@ -20,7 +20,7 @@ weights from the payload as :data:`PARAM_INPUTS` lays out.
 
 from ..errors import IRError
 from .graph import (INDEX_PARENTS, IR_KINDS, KINDS, PARAM_INPUTS, PARENTS, Graph, KindInfo, Node, Payload,
-                    index_inputs, kind_info, spec_args)
+                    index_input_bounds, index_inputs, kind_info, spec_args)
 from .infer import check
 from .interpret import DOMAINS, evaluate
 from .serialize import FORMAT, load, save
@@ -30,6 +30,6 @@ from .equivalence import NodeReport, Report, check_equivalence
 from .trace import CompiledModule, compile_module, trace
 
 __all__ = ["Node", "Graph", "Payload", "KINDS", "IR_KINDS", "PARAM_INPUTS", "PARENTS", "KindInfo",
-           "kind_info", "spec_args", "index_inputs", "INDEX_PARENTS", "check", "evaluate", "DOMAINS", "save", "load", "FORMAT",
+           "kind_info", "spec_args", "index_inputs", "index_input_bounds", "INDEX_PARENTS", "check", "evaluate", "DOMAINS", "save", "load", "FORMAT",
            "from_onnx", "IRError", "compile", "Program", "LOWERING", "Lowering", "missing_lowerings",
            "check_equivalence", "Report", "NodeReport", "trace", "compile_module", "CompiledModule"]

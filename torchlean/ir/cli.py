@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import BackendUnavailableError, DeviceError, DomainError, TorchLeanError
 from .compile import compile
 from .equivalence import check_equivalence
-from .graph import Graph, format_node
+from .graph import Graph, format_node, index_input_bounds
 from .infer import check
 from .interpret import evaluate
 from .onnx import from_onnx
@@ -114,16 +114,20 @@ def check_model(path, device: str = "cpu", seed: int = 0) -> int:
         g, payload = _load_model(path)
         check(g, payload)
         shapes = [g.nodes[i].out_shape for i in g.inputs]
+        bounds = index_input_bounds(g)         # integer inputs (token ids): random valid indices
         rng = np.random.default_rng(seed)
-        xs = [rng.standard_normal(s) for s in shapes]
-        note = "random normal inputs"
+
+        def draw(k, s, real):
+            return rng.integers(0, bounds[k], size=s) if k in bounds else real(s)
+        xs = [draw(k, s, rng.standard_normal) for k, s in enumerate(shapes)]
+        note = "random normal inputs" + (", random indices for the integer ones" if bounds else "")
         try:
             evaluate(g, payload, *xs)
         except DomainError:
-            xs = [rng.uniform(0.1, 1.0, size=s) for s in shapes]
+            xs = [draw(k, s, lambda sh: rng.uniform(0.1, 1.0, size=sh)) for k, s in enumerate(shapes)]
             note = "random uniform(0.1, 1) inputs (the meaning is undefined on normal ones)"
         report = check_equivalence(g, payload, *xs, device=device, seed=seed)
-        big = [x * LARGE for x in xs]
+        big = [x if k in bounds else x * LARGE for k, x in enumerate(xs)]
         try:
             large = check_equivalence(g, payload, *big, device=device, seed=seed + 1)
         except DomainError:  # the meaning is undefined at x100 (a log of a negative entry): no such pass

@@ -279,29 +279,38 @@ class Payload(Mapping):
 INDEX_PARENTS: dict[str, int] = {"take_along": 1}
 
 
-def index_inputs(g) -> frozenset:
-    """The positions (``attrs["index"]``) of the graph inputs that some node reads as an integer
-    index (:data:`INDEX_PARENTS`), directly or through ops of the shape family (a reshape, a
-    broadcast): those keep their integer dtype where the graph runs; every other input is
-    converted to the graph's float dtype."""
+def index_input_bounds(g) -> dict:
+    """``{input position: n}`` for the graph inputs that some node reads as an integer index
+    (:data:`INDEX_PARENTS`), directly or through ops of the shape family (a reshape, a broadcast):
+    their entries must lie in ``[-n, n)``, n the smallest axis they index. Those inputs keep their
+    integer dtype where the graph runs; every other input is converted to the graph's float dtype."""
     from ..spec import SPEC
+    from ..spec.shape import axis_of
     by_id = {n.id: n for n in g.nodes}
-    out, todo = set(), []
+    out: dict = {}
     for n in g.nodes:
         pos = INDEX_PARENTS.get(n.kind)
-        if pos is not None and pos < len(n.parents):
-            todo.append(n.parents[pos])
-    seen = set()
-    while todo:
-        p = by_id.get(todo.pop())
-        if p is None or p.id in seen:
+        if pos is None or pos >= len(n.parents):
             continue
-        seen.add(p.id)
-        if p.kind == "input":
-            out.add(int(p.attrs["index"]))
-        elif p.kind in SPEC and SPEC[p.kind].family == "shape" and p.parents:
-            todo.append(p.parents[0])
-    return frozenset(out)
+        x = by_id[n.parents[0]].out_shape
+        size = x[axis_of(n.kind, n.attrs.get("axis", 0), len(x))] if x else 1
+        todo, seen = [n.parents[pos]], set()
+        while todo:
+            p = by_id.get(todo.pop())
+            if p is None or p.id in seen:
+                continue
+            seen.add(p.id)
+            if p.kind == "input":
+                k = int(p.attrs["index"])
+                out[k] = min(out.get(k, size), size)
+            elif p.kind in SPEC and SPEC[p.kind].family == "shape" and p.parents:
+                todo.append(p.parents[0])
+    return out
+
+
+def index_inputs(g) -> frozenset:
+    """The positions of the inputs :func:`index_input_bounds` finds."""
+    return frozenset(index_input_bounds(g))
 
 
 def spec_args(node: Node, parent_values, payload) -> tuple:
