@@ -1,7 +1,7 @@
-"""ONNX import of the torchvision classification families against onnxruntime, on the CPU.
+"""ONNX import of the torchvision classification families against onnxruntime (and, on a GPU, torch).
 
     torchlean bench onnx [--runs 20] [--save]
-    python -m torchlean.bench.bench_onnx [--opsets 17,18] [--runs 20] [--resnet18 1,32] [--save]
+    python -m torchlean.bench.bench_onnx [--opsets 17,18] [--runs 20] [--resnet18 1,32] [--device cuda] [--save]
 
 Each family is written once with torch.nn at small sizes (:func:`zoo`: the characteristic blocks of
 ResNet, ResNeXt/wide ResNet, RegNet, MobileNetV2, MNASNet, EfficientNet, ShuffleNetV2, DenseNet,
@@ -9,7 +9,9 @@ VGG/AlexNet, GoogLeNet, ConvNeXt, ViT and Swin), exported by torch's exporter wi
 imported with ``ir.from_onnx`` and compiled. The table gives, per model and opset, the largest
 difference from onnxruntime's output relative to its largest entry, and the median time of one forward
 of the compiled program and of onnxruntime's CPU session (ratio > 1: torchlean slower). The test family
-``tests/test_ir_onnx_zoo.py`` uses the same models.
+``tests/test_ir_onnx_zoo.py`` uses the same models. With ``--device cuda`` the compiled program runs on
+the GPU (inputs and outputs on the device, a synchronize per forward) and two more columns give torch's
+eager forward of the same model on the GPU and torchlean's time relative to it.
 """
 
 from __future__ import annotations
@@ -240,6 +242,8 @@ def main(argv=None) -> int:
     ap.add_argument("--save", action="store_true", help="also write the table to ./benchmarks/results/")
     ap.add_argument("--resnet18", metavar="BATCHES", default="",
                     help="also time the full-size resnet18 at 224 x 224 for these batch sizes (e.g. 1,32)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where the compiled program runs (cuda: torch's eager GPU forward is timed too)")
     args = ap.parse_args(argv)
     try:
         import onnxruntime as ort
@@ -247,8 +251,15 @@ def main(argv=None) -> int:
     except ImportError as e:
         print(f"bench onnx: needs torch and onnxruntime ({e})", file=sys.stderr)
         return 2
+    import torchlean as tl
     from torchlean import ir
-    lines = ["| model | opset | max diff / max abs | torchlean ms | onnxruntime ms | ratio |", "|---|---|---|---|---|---|"]
+    gpu = args.device == "cuda"
+    if gpu:
+        lines = ["| model | opset | max diff / max abs | torchlean cuda ms | onnxruntime cpu ms | torch cuda ms "
+                 "| tl / ort | tl / torch |", "|---|---|---|---|---|---|---|---|"]
+    else:
+        lines = ["| model | opset | max diff / max abs | torchlean ms | onnxruntime ms | ratio |",
+                 "|---|---|---|---|---|---|"]
     print("\n".join(lines))
     runs = [(opset, name, model, shape) for opset in (int(v) for v in args.opsets.split(","))
             for name, (model, shape) in sorted(zoo(torch).items())]
@@ -263,19 +274,40 @@ def main(argv=None) -> int:
         feed = {"x": x.numpy()}
         ref = sess.run(None, feed)[0]
         g, p = ir.from_onnx(data)
-        prog = ir.compile(g, p)
-        out = prog(x.numpy())
-        out = np.asarray(out[0] if isinstance(out, (tuple, list)) else out)
+        prog = ir.compile(g, p, device=args.device)
+        xin = tl.tensor(x.numpy(), device="cuda") if gpu else x.numpy()
+        out = prog(xin)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        out = np.asarray(prog.K.to_host(out))
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         rounds = args.rounds if shape[-1] < 100 else max(3, args.rounds // 4)
-        tl_ms = _median_ms(lambda: prog(x.numpy()), rounds)
+        if gpu:
+            def fwd():
+                prog(xin)
+                tl.cuda.synchronize()
+        else:
+            def fwd():
+                prog(xin)
+        tl_ms = _median_ms(fwd, rounds)
         ort_ms = _median_ms(lambda: sess.run(None, feed), rounds)
-        lines.append(f"| {name} | {opset} | {err:.1e} | {tl_ms:.3f} | {ort_ms:.3f} | {tl_ms / ort_ms:.1f} |")
+        if gpu:
+            tm, tx = model.cuda(), x.cuda()
+
+            def tfwd():
+                with torch.no_grad():
+                    tm(tx)
+                torch.cuda.synchronize()
+            torch_ms = _median_ms(tfwd, rounds)
+            model.cpu()
+            lines.append(f"| {name} | {opset} | {err:.1e} | {tl_ms:.3f} | {ort_ms:.3f} | {torch_ms:.3f} "
+                         f"| {tl_ms / ort_ms:.2f} | {tl_ms / torch_ms:.2f} |")
+        else:
+            lines.append(f"| {name} | {opset} | {err:.1e} | {tl_ms:.3f} | {ort_ms:.3f} | {tl_ms / ort_ms:.1f} |")
         print(lines[-1], flush=True)
     if args.save:
         import datetime
         import pathlib
-        out = pathlib.Path("benchmarks/results") / f"onnx_cpu_{datetime.date.today().isoformat()}.txt"
+        out = pathlib.Path("benchmarks/results") / f"onnx_{args.device}_{datetime.date.today().isoformat()}.txt"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("\n".join(lines) + "\n")
         print(f"wrote {out}")
