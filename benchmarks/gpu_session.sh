@@ -26,6 +26,9 @@ run_bench() {
   tail -12 "$out/bench_ir.txt"
   timeout 240 python3 -m torchlean.bench.bench_cuda_kernels > "$out/bench_cuda_kernels.txt" 2>&1; echo "kernels exit $?"
   tail -40 "$out/bench_cuda_kernels.txt"
+  timeout 300 python3 -m torchlean.bench.bench_onnx --device cuda --opsets 17 --resnet18 1,32 \
+      > "$out/bench_onnx_cuda.txt" 2>&1; echo "onnx exit $?"
+  tail -18 "$out/bench_onnx_cuda.txt"
 }
 
 run_layers() {
