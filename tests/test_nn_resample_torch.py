@@ -223,6 +223,29 @@ def test_interpolate_mixed_sizes_and_hand_case(rng):
         torch.arange(6, dtype=torch.uint8).reshape(1, 1, 2, 3), scale_factor=2).tolist()
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("ac", [False, True])
+@pytest.mark.parametrize("kw", [dict(size=(4, 9)), dict(size=(2, 3)), dict(scale_factor=0.3),
+                                dict(scale_factor=(0.45, 1.6)), dict(scale_factor=0.6, recompute_scale_factor=True)])
+def test_interpolate_antialias(mode, ac, kw, rng):
+    """torchvision's Resize default: the filter widened by the downscaling factor, weights normalized;
+    forward and gradient against torch."""
+    a = randn(rng, (2, 3, 11, 13))
+    both(lambda x: FR.interpolate(x, mode=mode, align_corners=ac, antialias=True, **kw),
+         lambda x: TF.interpolate(x, mode=mode, align_corners=ac, antialias=True, **kw), a)
+
+
+def test_interpolate_antialias_errors_and_width_one():
+    with pytest.raises(DomainError, match="anti-alias option is restricted to bilinear and bicubic"):
+        FR.interpolate(tl.ones(1, 1, 4, 4), size=2, mode="nearest", antialias=True)
+    # torch gives every output row the first row's weights when the width is 1 (docs/differences.md);
+    # here each row has its own, as for any other width.
+    x = np.arange(18.0).reshape(1, 1, 18, 1)
+    y = FR.interpolate(tl.tensor(x), size=(6, 1), mode="bilinear", antialias=True).flatten().tolist()
+    z = FR.interpolate(tl.tensor(np.repeat(x, 2, axis=3)), size=(6, 2), mode="bilinear", antialias=True)
+    assert y == z[..., 0].flatten().tolist() and y == sorted(y) and y[0] < y[-1]
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("mode,kw", [("bilinear", dict(scale_factor=2)), ("bilinear", dict(size=(6, 7))),
                                      ("bicubic", dict(size=(9, 4))), ("bicubic", dict(size=(6, 7))),

@@ -324,6 +324,34 @@ def _linear_taps(L, out, align_corners, scale, dt, cubic):
     return [np.clip(i0 - 1 + j, 0, L - 1) for j in range(4)], [w.astype(dt) for w in ws]
 
 
+def _aa_taps(L, out, align_corners, scale, dt, cubic):
+    """Source indices and weights of antialiased bilinear / bicubic resampling (PyTorch's and PIL's
+    filter): output i averages the inputs within ``support`` of its centre ``s (i + 0.5)``, weighed by
+    the triangle (bilinear) or the cubic with a = -0.5 (bicubic) stretched by ``s`` when downscaling,
+    the weights normalized. Returned as tap slots: one index and weight array per slot, padded with
+    zero weights where a row has fewer taps."""
+    s = float(_scale(L, out, align_corners, scale, np.float64))
+    support = (2.0 if cubic else 1.0) * max(s, 1.0)
+    inv = 1.0 / s if s >= 1.0 else 1.0
+    o = np.arange(out, dtype=np.float64)
+    center = s * (o + 0.5)
+    xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)
+    xmax = np.minimum((center + support + 0.5).astype(np.int64), L)
+    taps = max(1, int((xmax - xmin).max()))
+    j = np.arange(taps)
+    u = np.abs((xmin[:, None] + j[None, :] - center[:, None] + 0.5) * inv)
+    if cubic:
+        a = -0.5
+        w = np.where(u < 1, ((a + 2) * u - (a + 3)) * u * u + 1, np.where(u < 2, (((u - 5) * u + 8) * u - 4) * a, 0.0))
+    else:
+        w = np.maximum(0.0, 1.0 - u)
+    w = np.where(j[None, :] < (xmax - xmin)[:, None], w, 0.0)
+    total = w.sum(axis=1, keepdims=True)
+    w = np.where(total != 0, w / np.where(total != 0, total, 1.0), 0.0)
+    idx = np.minimum(xmin[:, None] + j[None, :], L - 1)
+    return [idx[:, k] for k in range(taps)], [w[:, k].astype(dt) for k in range(taps)]
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
     """torch.nn.functional.interpolate over the spatial axes of ``(N, C, *spatial)``.
@@ -331,13 +359,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     Modes nearest, nearest-exact, linear (3D), bilinear / bicubic (4D), trilinear (5D) and area
     (adaptive average pooling); PyTorch's source-index rules, including the use of a given
     ``scale_factor`` (unless ``recompute_scale_factor``) in place of the size ratio.
+    ``antialias=True`` (bilinear, bicubic) widens the filter when downscaling (:func:`_aa_taps`).
     """
     op = "interpolate"
     x = _tensor(input, op)
     if mode not in _MODES:
         raise DomainError(f"{op}: mode must be one of {tuple(_MODES)}, got {mode!r}")
-    if antialias:
-        raise DomainError(f"{op}: antialias=True is not supported")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise DomainError(f"{op}: anti-alias option is restricted to bilinear and bicubic modes and requires "
+                          f"a 4-D tensor as input, got mode {mode!r}")
     d = x.ndim - 2
     if d < 1 or d > 3:
         raise ShapeError(f"{op}: expects a 3D, 4D or 5D input (N, C, *spatial), got {x.ndim}D")
@@ -394,8 +424,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return x
     _float_input(op, x)
     dt = _host_dtype(x)
+    taps = _aa_taps if antialias else _linear_taps
     for i in range(d):
-        idxs, ws = _linear_taps(spatial[i], out[i], align_corners, scales[i], dt, mode == "bicubic")
+        idxs, ws = taps(spatial[i], out[i], align_corners, scales[i], dt, mode == "bicubic")
         x = _combine(x, 2 + i, idxs, ws)
     return x
 
