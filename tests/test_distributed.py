@@ -13,7 +13,7 @@ import pytest
 
 import torchlean as tl
 import torchlean.distributed as dist
-from torchlean.errors import DistributedError
+from torchlean.errors import DistributedError, ShapeError
 
 
 def _free_port():
@@ -220,6 +220,114 @@ def test_ddp_training_equals_single_process_training_on_the_full_batch(world):
             np.testing.assert_array_equal(params[k], res[0][0][k])       # every rank the same bits
         assert "did not receive a gradient in this backward: unused.weight, unused.bias" in unused
         assert extra_grad == [[0.0] * 3] * 3
+
+
+def _sync_bn_data():
+    rng = np.random.default_rng(21)
+    return (rng.standard_normal((8, 3, 5)).astype(np.float32) * 2 + 1,
+            rng.standard_normal((8, 3, 5)).astype(np.float32))
+
+
+def _sync_bn(rank, world):
+    """SyncBatchNorm on this rank's share of a fixed global batch: output, input gradient, the weight and
+    bias gradients all-reduced (as DDP would), running statistics after two steps."""
+    x_all, g_all = _sync_bn_data()
+    n = len(x_all) // world
+    bn = tl.nn.SyncBatchNorm(3, momentum=None)
+    with tl.no_grad():
+        bn.weight.copy_(tl.tensor([0.5, 2.0, -1.0]))
+        bn.bias.copy_(tl.tensor([0.1, 0.0, -0.3]))
+    x = tl.tensor(x_all[rank * n:(rank + 1) * n], requires_grad=True)
+    y = bn(x)
+    (y * tl.tensor(g_all[rank * n:(rank + 1) * n])).sum().backward()
+    for p in (bn.weight.grad, bn.bias.grad):
+        dist.all_reduce(p)
+    bn(tl.tensor(x_all[rank * n:(rank + 1) * n] * 0.5))
+    return (y.detach().numpy(), x.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy(),
+            bn.running_mean.numpy(), bn.running_var.numpy(), int(bn.num_batches_tracked.item()))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sync_batch_norm_equals_batch_norm_on_the_full_batch(world):
+    res = values(run(_sync_bn, world, timeout=60))
+    x_all, g_all = _sync_bn_data()
+    bn = tl.nn.BatchNorm1d(3, momentum=None)
+    with tl.no_grad():
+        bn.weight.copy_(tl.tensor([0.5, 2.0, -1.0]))
+        bn.bias.copy_(tl.tensor([0.1, 0.0, -0.3]))
+    x = tl.tensor(x_all, requires_grad=True)
+    y = bn(x)
+    (y * tl.tensor(g_all)).sum().backward()
+    bn(tl.tensor(x_all * 0.5))
+    n = len(x_all) // world
+    for r, (yr, gr, gw, gb, rm, rv, nbt) in enumerate(res):
+        np.testing.assert_allclose(yr, y.detach().numpy()[r * n:(r + 1) * n], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(gr, x.grad.numpy()[r * n:(r + 1) * n], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(gw, bn.weight.grad.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(gb, bn.bias.grad.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(rm, bn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rv, bn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+        assert nbt == 2
+
+
+def _sync_bn_net(nn):
+    tl.manual_seed(5) if nn is tl.nn else None
+    return nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def _ddp_sync_bn(rank, world):
+    """DDP over a model converted to SyncBatchNorm: its statistics' all-reduces and DDP's gradient
+    buckets share the backward, in the same order on every rank."""
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(tl.nn.SyncBatchNorm.convert_sync_batchnorm(_sync_bn_net(tl.nn)), bucket_cap_mb=0.0001)
+    opt = tl.optim.SGD(model.parameters(), lr=0.1)
+    x, t = _mlp_data()
+    x, t = x[:, :5], t % 2
+    n = len(x) // world
+    for _ in range(3):
+        opt.zero_grad()
+        out = model(tl.tensor(x[rank * n:(rank + 1) * n]))
+        tl.nn.functional.cross_entropy(out, tl.tensor(t[rank * n:(rank + 1) * n])).backward()
+        opt.step()
+    return {k: v.numpy().copy() for k, v in model.module.state_dict().items()}
+
+
+def test_ddp_with_sync_batch_norm_equals_full_batch_training():
+    res = values(run(_ddp_sync_bn, 2, timeout=60))
+    model = _sync_bn_net(tl.nn)
+    opt = tl.optim.SGD(model.parameters(), lr=0.1)
+    x, t = _mlp_data()
+    x, t = x[:, :5], t % 2
+    for _ in range(3):
+        opt.zero_grad()
+        tl.nn.functional.cross_entropy(model(tl.tensor(x)), tl.tensor(t)).backward()
+        opt.step()
+    for k, v in model.state_dict().items():
+        for r in range(2):
+            np.testing.assert_allclose(res[r][k], v.numpy(), rtol=2e-5, atol=2e-6, err_msg=f"{k} on rank {r}")
+
+
+def test_sync_batch_norm_without_a_group_is_batch_norm_and_converts_modules():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(3).standard_normal((4, 3, 6)).astype(np.float32)
+    outs = []
+    for m in (tl, torch):
+        bn = m.nn.SyncBatchNorm(3)
+        if m is torch:
+            bn = m.nn.BatchNorm1d(3)           # torch's SyncBatchNorm needs a process group in training
+        outs.append(bn(m.tensor(x)).detach().numpy())
+        bn.eval()
+        outs.append(bn(m.tensor(x)).detach().numpy())
+    np.testing.assert_allclose(outs[0], outs[2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[1], outs[3], rtol=1e-5, atol=1e-6)
+    for m in (tl, torch):
+        net = m.nn.Sequential(m.nn.Conv2d(1, 3, 3), m.nn.BatchNorm2d(3), m.nn.Sequential(m.nn.BatchNorm1d(3)))
+        conv = m.nn.SyncBatchNorm.convert_sync_batchnorm(net)
+        assert [type(c).__name__ for c in conv.modules()] == ["Sequential", "Conv2d", "SyncBatchNorm", "Sequential",
+                                                             "SyncBatchNorm"]
+        assert conv[1].weight is net[1].weight and list(conv.state_dict()) == list(net.state_dict())
+    with pytest.raises(ShapeError, match="at least 2D"):
+        tl.nn.SyncBatchNorm(3)(tl.ones(3))
 
 
 def _checkpoint_save(rank, world):

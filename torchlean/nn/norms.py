@@ -10,7 +10,7 @@ import numbers
 import warnings
 
 from ..errors import DomainError, ShapeError, TorchLeanError
-from ..tensor import Tensor
+from ..tensor import Tensor, no_grad
 from . import functional_norms as FN
 from . import init
 from .layers import BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm, _BatchNorm
@@ -18,7 +18,7 @@ from .module import Module
 from .modules import _empty_param
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
-           "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
+           "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm", "SyncBatchNorm"]
 
 
 class GroupNorm(Module):
@@ -170,3 +170,111 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+# ---- SyncBatchNorm: batch statistics over every process of the group ------------------------------
+
+def _all_reduce_sum(x, group):
+    """``x`` summed over the processes of ``group``, differentiably: every process's result depends on
+    every process's ``x``, so the backward all-reduces the cotangent the same way."""
+    from ..autograd import Function
+    from .. import distributed as dist
+
+    class AllReduceSum(Function):
+        @staticmethod
+        def forward(ctx, t):
+            y = t.clone()
+            dist.all_reduce(y, group=group)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            g = g.clone()
+            dist.all_reduce(g, group=group)
+            return g
+
+    return AllReduceSum.apply(x)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm whose training statistics are those of the whole batch across the processes of
+    ``process_group`` (the default group): per channel, the sum and then the centred sum of squares are
+    all-reduced (two passes, not E[x^2] - E[x]^2), and the backward all-reduces their cotangents, so
+    every process sees the gradients of full-batch batch norm. Running statistics use the global count
+    (unbiased variance). In eval mode, or without an initialized process group of more than one
+    process, it is ``BatchNorm``. Inputs ``(N, C, *)`` with at least 2 axes.
+
+        >>> import torchlean as tl
+        >>> bn = tl.nn.SyncBatchNorm(3)
+        >>> tuple(bn(tl.ones(2, 3, 4)).shape)     # no process group: plain batch norm
+        (2, 3, 4)
+    """
+
+    _ndims = (2, 3, 4, 5, 6, 7, 8)
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _sync_world(self) -> int:
+        from .. import distributed as dist
+        if not (self.training and dist.is_available() and dist.is_initialized()):
+            return 1
+        return dist.get_world_size(self.process_group)
+
+    def forward(self, input):  # noqa: A002
+        if not isinstance(input, Tensor):
+            raise TorchLeanError(f"SyncBatchNorm: input must be a Tensor, got {type(input).__name__}")
+        if input.ndim < 2:
+            raise ShapeError(f"SyncBatchNorm: expected at least 2D input (got {input.ndim}D input)")
+        if self._sync_world() <= 1:
+            return super().forward(input)
+        from .. import distributed as dist
+        C = input.shape[1]
+        if C != self.num_features:
+            raise ShapeError(f"SyncBatchNorm: expected {self.num_features} channels, got input of shape "
+                             f"{tuple(input.shape)}")
+        dims = (0,) + tuple(range(2, input.ndim))
+        shape = (1, C) + (1,) * (input.ndim - 2)
+        count = input.new_full((1,), float(input.numel() // max(C, 1)))
+        dist.all_reduce(count, group=self.process_group)
+        n = float(count.item())
+        if n <= 1:
+            raise ShapeError(f"SyncBatchNorm: expected more than 1 value per channel when training, got "
+                             f"{int(n)} over the process group")
+        mean = _all_reduce_sum(input.sum(dim=dims), self.process_group) / n
+        centred = input - mean.reshape(shape)
+        var = _all_reduce_sum((centred * centred).sum(dim=dims), self.process_group) / n
+        y = centred * (var + self.eps).rsqrt().reshape(shape)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape)
+        if self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+                f = (1.0 / float(self.num_batches_tracked.item()) if self.momentum is None else self.momentum)
+                self.running_mean.mul_(1 - f).add_(mean.detach() * f)
+                self.running_var.mul_(1 - f).add_(var.detach() * (f * n / (n - 1)))
+        return y
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every ``BatchNorm*D`` replaced by a ``SyncBatchNorm`` holding the same
+        parameters, buffers and training flag (the module itself when it is one)."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group)
+            if module.affine:
+                with no_grad():
+                    out.weight = module.weight
+                    out.bias = module.bias
+            out.running_mean = module.running_mean
+            out.running_var = module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
