@@ -222,6 +222,50 @@ def test_ddp_training_equals_single_process_training_on_the_full_batch(world):
         assert extra_grad == [[0.0] * 3] * 3
 
 
+def _objects_and_async_p2p(rank, world):
+    out = {}
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank, "items": list(range(rank)), "name": f"r{rank}"})
+    out["all_gather"] = objs
+    lst = [{"config": 7, "from": rank}, "text"] if rank == 1 else [None, None]
+    dist.broadcast_object_list(lst, src=1)
+    out["broadcast"] = lst
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object(("g", rank * rank), gathered, dst=0)
+    out["gather"] = gathered
+    got = [None]
+    dist.scatter_object_list(got, [f"for {r}" for r in range(world)] if rank == 0 else None, src=0)
+    out["scatter"] = got[0]
+    # a ring: post the receive first, then send, then wait (blocking receives would deadlock here)
+    buf = tl.zeros(3)
+    req = dist.irecv(buf, src=(rank - 1) % world)
+    dist.isend(tl.full((3,), float(rank)), dst=(rank + 1) % world).wait()
+    req.wait()
+    out["ring"] = buf.tolist()
+    a, b = tl.zeros(2), tl.zeros(2)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, a, (rank - 1) % world),
+                                    dist.P2POp(dist.isend, tl.full((2,), rank + 0.5), (rank + 1) % world),
+                                    dist.P2POp(dist.irecv, b, (rank + 1) % world),
+                                    dist.P2POp(dist.isend, tl.full((2,), rank - 0.5), (rank - 1) % world)])
+    for w in works:
+        w.wait()
+    out["batch"] = (a.tolist(), b.tolist())
+    return out
+
+
+def test_object_collectives_and_non_blocking_point_to_point():
+    world = 3
+    res = values(run(_objects_and_async_p2p, world, timeout=60))
+    everyone = [{"rank": r, "items": list(range(r)), "name": f"r{r}"} for r in range(world)]
+    for r, out in enumerate(res):
+        assert out["all_gather"] == everyone
+        assert out["broadcast"] == [{"config": 7, "from": 1}, "text"]
+        assert out["gather"] == ([("g", k * k) for k in range(world)] if r == 0 else None)
+        assert out["scatter"] == f"for {r}"
+        assert out["ring"] == [float((r - 1) % world)] * 3
+        assert out["batch"] == ([(r - 1) % world + 0.5] * 2, [(r + 1) % world - 0.5] * 2)
+
+
 def _sync_bn_data():
     rng = np.random.default_rng(21)
     return (rng.standard_normal((8, 3, 5)).astype(np.float32) * 2 + 1,

@@ -36,7 +36,9 @@ __all__ = ["init_process_group", "destroy_process_group", "is_available", "is_in
            "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce", "gather",
            "scatter",
            "reduce_scatter_tensor", "send", "recv", "new_group", "ReduceOp", "GroupMember", "Work", "TCPStore",
-           "ProcessGroup", "get_process_group_ranks", "get_global_rank", "get_group_rank", "Backend"]
+           "ProcessGroup", "get_process_group_ranks", "get_global_rank", "get_group_rank", "Backend",
+           "isend", "irecv", "P2POp", "batch_isend_irecv", "all_gather_object", "broadcast_object_list",
+           "gather_object", "scatter_object_list"]
 
 
 class ReduceOp(Enum):
@@ -510,6 +512,144 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     g._impl.recv(buf, g._ranks.index(src))
     _store_into(tensor, buf)
     return src
+
+
+class _Deferred(Work):
+    """The handle of :func:`irecv`: the receive runs at ``wait()`` (once), so that a rank can post its
+    receives, then its sends, then wait, as torch programs do, without blocking at the post."""
+
+    def __init__(self, fn):
+        self._fn, self._done = fn, False
+
+    def wait(self, timeout=None) -> bool:
+        if not self._done:
+            self._fn()
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+
+def isend(tensor, dst, group=None, tag=0, group_dst=None) -> Work:
+    """:func:`send`, returning a handle; the message is posted when this returns."""
+    send(tensor, dst, group, tag, group_dst)
+    return Work()
+
+
+def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> Work:
+    """:func:`recv` into ``tensor``, carried out by the handle's ``wait()`` (read ``tensor`` after it)."""
+    _array(tensor, "irecv", g=_group(group, "irecv"))
+    return _Deferred(lambda: recv(tensor, src, group, tag, group_src))
+
+
+class P2POp:
+    """One operation of :func:`batch_isend_irecv`: ``P2POp(isend, tensor, peer)`` or ``P2POp(irecv, ...)``."""
+
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
+        if op not in (isend, irecv):
+            raise DistributedError("P2POp: op must be torchlean.distributed.isend or irecv")
+        self.op, self.tensor, self.peer, self.group, self.tag, self.group_peer = op, tensor, peer, group, tag, group_peer
+
+
+def batch_isend_irecv(p2p_op_list) -> list:
+    """Post every send of the list, then the receives: one handle per operation, in the list's order."""
+    ops = list(p2p_op_list)
+    if not ops or not all(isinstance(o, P2POp) for o in ops):
+        raise DistributedError("batch_isend_irecv: expects a non-empty list of P2POp")
+    works = {}
+    for k, o in enumerate(ops):
+        if o.op is isend:
+            works[k] = isend(o.tensor, o.peer, o.group, o.tag, o.group_peer)
+    for k, o in enumerate(ops):
+        if o.op is irecv:
+            works[k] = irecv(o.tensor, o.peer, o.group, o.tag, o.group_peer)
+    return [works[k] for k in range(len(ops))]
+
+
+# ---- object collectives: pickled into byte tensors (only between processes that trust each other) ----
+
+def _object_device(g):
+    return "cuda" if g._impl.backend == "nccl" else "cpu"
+
+
+def _to_bytes(obj, device):
+    import io
+    import pickle
+
+    from ..ops.creation import tensor as _tensor
+    buf = io.BytesIO()
+    pickle.dump(obj, buf)
+    data = np.frombuffer(buf.getvalue(), dtype=np.uint8)
+    return _tensor(data.copy(), device=device), data.size
+
+
+def _from_bytes(t, n):
+    import pickle
+    return pickle.loads(np.asarray(t[:n].cpu().numpy(), dtype=np.uint8).tobytes())  # noqa: S301 - as torch's
+
+
+def _gathered_objects(g, obj):
+    """Every rank's ``obj``, in group-rank order (two all-gathers: the sizes, then the padded bytes)."""
+    from ..ops.creation import tensor as _tensor
+    dev = _object_device(g)
+    data, n = _to_bytes(obj, dev)
+    size = _tensor(np.array([n], dtype=np.int64), device=dev)
+    sizes = [_tensor(np.zeros(1, dtype=np.int64), device=dev) for _ in range(g.size())]
+    all_gather(sizes, size, group=g)
+    sizes = [int(v.item()) for v in sizes]
+    width = max(sizes)
+    padded = _tensor(np.zeros(width, dtype=np.uint8), device=dev)
+    padded[:n] = data
+    parts = [_tensor(np.zeros(width, dtype=np.uint8), device=dev) for _ in range(g.size())]
+    all_gather(parts, padded, group=g)
+    return [_from_bytes(p, k) for p, k in zip(parts, sizes)]
+
+
+def all_gather_object(object_list, obj, group=None) -> None:
+    """Every rank's picklable ``obj`` into ``object_list[rank]`` (a list of the group's size)."""
+    g = _group(group, "all_gather_object")
+    if len(object_list) != g.size():
+        raise DistributedError(f"all_gather_object: object_list has {len(object_list)} entries for a group of "
+                               f"{g.size()}")
+    object_list[:] = _gathered_objects(g, obj)
+
+
+def gather_object(obj, object_gather_list=None, dst=0, group=None, group_dst=None) -> None:
+    """Every rank's ``obj`` into ``object_gather_list`` on ``dst`` (None elsewhere)."""
+    g = _group(group, "gather_object")
+    dst = g._ranks[group_dst] if group_dst is not None else dst
+    objs = _gathered_objects(g, obj)
+    if _S.rank == dst:
+        if object_gather_list is None or len(object_gather_list) != g.size():
+            raise DistributedError(f"gather_object: the destination needs an object_gather_list of {g.size()} entries")
+        object_gather_list[:] = objs
+
+
+def broadcast_object_list(object_list, src=0, group=None, device=None, group_src=None) -> None:
+    """``object_list`` of ``src`` into ``object_list`` on every rank (the lists have one length)."""
+    g = _group(group, "broadcast_object_list")
+    src = g._ranks[group_src] if group_src is not None else src
+    objs = _gathered_objects(g, list(object_list) if _S.rank == src else None)
+    got = objs[g._ranks.index(src)]
+    if len(got) != len(object_list):
+        raise DistributedError(f"broadcast_object_list: rank {src} sent {len(got)} objects, this list holds "
+                               f"{len(object_list)}")
+    object_list[:] = got
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0, group=None,
+                        group_src=None) -> None:
+    """Entry ``rank`` of ``src``'s ``scatter_object_input_list`` into ``scatter_object_output_list[0]``."""
+    g = _group(group, "scatter_object_list")
+    src = g._ranks[group_src] if group_src is not None else src
+    if not scatter_object_output_list:
+        raise DistributedError("scatter_object_list: scatter_object_output_list needs at least one entry")
+    mine = list(scatter_object_input_list) if _S.rank == src else None
+    if mine is not None and len(mine) != g.size():
+        raise DistributedError(f"scatter_object_list: {len(mine)} objects for a group of {g.size()}")
+    objs = _gathered_objects(g, mine)[g._ranks.index(src)]
+    scatter_object_output_list[0] = objs[g._ranks.index(_S.rank)]
 
 
 #: torch's default timeout of a process group.
