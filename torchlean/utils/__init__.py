@@ -1,6 +1,7 @@
-"""torch.utils's layout under torchlean: :mod:`torchlean.utils.data` (datasets, samplers, DataLoader) and
-:mod:`torchlean.utils.model_zoo` (``load_url``)."""
+"""torch.utils's layout under torchlean: :mod:`torchlean.utils.data` (datasets, samplers, DataLoader),
+:mod:`torchlean.utils.model_zoo` (``load_url``) and :mod:`torchlean.utils.checkpoint` (accepted, no
+recomputation)."""
 
-from . import data, model_zoo
+from . import checkpoint, data, model_zoo
 
-__all__ = ["data", "model_zoo"]
+__all__ = ["checkpoint", "data", "model_zoo"]

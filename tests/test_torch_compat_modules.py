@@ -1,0 +1,131 @@
+"""torch.utils.checkpoint, torch.fft's real helpers, torch.special and torch.jit under torchlean, against
+torch: values, gradients, warnings and the errors of what has no counterpart here."""
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean.errors import DTypeError, TorchLeanError
+
+torch = pytest.importorskip("torch")
+
+
+def _grads(m, fn, *arrays):
+    ts = [m.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(m, *ts)
+    y.sum().backward()
+    return y.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def test_checkpoint_gives_torchs_values_gradients_and_warning():
+    import importlib
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(4, 5)
+    res = []
+    for m in (torch, tl):
+        lin = ref if m is torch else tl.nn.Linear(4, 5)
+        if m is tl:
+            lin.load_state_dict({k: tl.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+        ck = importlib.import_module(f"{m.__name__}.utils.checkpoint")
+        xt = m.tensor(x, requires_grad=True)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y = ck.checkpoint(lambda t: m.tanh(lin(t)) * 2, xt)
+        assert any("use_reentrant parameter should be passed explicitly" in str(i.message) for i in w)
+        y2 = ck.checkpoint_sequential(m.nn.Sequential(lin, m.nn.ReLU()), 2, xt, use_reentrant=False)
+        (y.sum() + y2.sum()).backward()
+        res.append((y.detach().numpy(), y2.detach().numpy(), xt.grad.numpy(), lin.weight.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 5, 8])
+@pytest.mark.parametrize("d", [1.0, 0.1])
+def test_fft_frequencies_match_torch(n, d):
+    for name in ("fftfreq", "rfftfreq"):
+        a, b = getattr(tl.fft, name)(n, d), getattr(torch.fft, name)(n, d)
+        assert a.dtype == tl.float32 and tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, equal_nan=True)
+    assert tl.fft.fftfreq(3, dtype=tl.float64).dtype == tl.float64
+
+
+def test_fftshift_matches_torch_and_complex_transforms_say_why():
+    x = np.arange(30.0).reshape(5, 6)
+    for dim in (None, 0, 1, (0, 1), -1):
+        for name in ("fftshift", "ifftshift"):
+            np.testing.assert_array_equal(getattr(tl.fft, name)(tl.tensor(x), dim=dim).numpy(),
+                                          getattr(torch.fft, name)(torch.tensor(x), dim=dim).numpy())
+    for name in ("fft", "rfft", "irfft", "fftn", "ihfft"):
+        with pytest.raises(DTypeError, match=f"fft.{name}: .*no complex dtype"):
+            getattr(tl.fft, name)(tl.ones(4))
+
+
+SPECIAL = [("ndtr", (np.array([-6.0, -1.5, 0.0, 0.3, 2.0]),)), ("sinc", (np.array([-1.5, -0.2, 0.0, 0.5, 3.0]),)),
+           ("logit", (np.array([0.01, 0.3, 0.5, 0.9, 0.999]),)), ("expit", (np.array([-4.0, 0.0, 2.5]),)),
+           ("xlog1py", (np.array([-3.0, 0.0, 0.2, 0.0, 2.5]), np.array([0.01, 0.5, 0.9, -1.0, 0.2]))),
+           ("erf", (np.array([-2.0, 0.1, 1.5]),)), ("erfinv", (np.array([-0.9, 0.0, 0.5]),)),
+           ("expm1", (np.array([-1.0, 1e-4, 2.0]),)), ("log1p", (np.array([-0.5, 1e-5, 3.0]),)),
+           ("exp2", (np.array([-1.0, 0.5, 3.0]),))]
+
+
+@pytest.mark.parametrize("name,args", SPECIAL, ids=[n for n, _ in SPECIAL])
+def test_special_functions_match_torch(name, args):
+    args = [a.astype(np.float64) for a in args]
+    ours, og = _grads(tl, lambda m, *t: getattr(m.special, name)(*t), *args)
+    theirs, tg = _grads(torch, lambda m, *t: getattr(m.special, name)(*t), *args)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-12)
+    for a, b, x in zip(og, tg, args):
+        ok = np.isfinite(b)             # torch's xlog1py gives a NaN gradient in y at (0, -1); ours is 0
+        np.testing.assert_allclose(a[ok], b[ok], rtol=1e-6, atol=1e-12)
+    y = tl.special.logit(tl.tensor([0.0, 0.5, 1.0]), eps=0.1).tolist()
+    assert y == pytest.approx(torch.special.logit(torch.tensor([0.0, 0.5, 1.0]), eps=0.1).tolist())
+
+
+def test_jit_entry_points_leave_code_as_it_is():
+    @tl.jit.script
+    def f(x):
+        return x * 2 if not tl.jit.is_scripting() else x
+
+    assert f(tl.ones(2)).tolist() == [2.0, 2.0]
+    lin = tl.nn.Linear(2, 2)
+    assert tl.jit.script(lin) is lin and tl.jit.trace(lin, tl.ones(1, 2)) is lin
+    assert tl.jit.ignore(f) is f and tl.jit.ignore(drop=True)(f) is f and tl.jit.unused(f) is f
+    assert not tl.jit.is_tracing() and tl.jit.annotate(int, 3) == 3
+    with pytest.raises(TorchLeanError, match="TorchScript archives are not supported"):
+        tl.jit.save(lin, "never.pt")
+    with pytest.raises(TorchLeanError, match="TorchScript archives are not supported"):
+        tl.jit.load("never.pt")
+
+
+def test_a_torch_program_using_them_runs_unchanged(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("""
+import torch
+import torch.fft
+import torch.special
+from torch.utils.checkpoint import checkpoint
+
+@torch.jit.script
+def double(x):
+    return x * 2
+
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+with torch.no_grad():          # the same weights on both sides (the two generators differ)
+    for p in net.parameters():
+        p.copy_(torch.linspace(-0.5, 0.7, p.numel()).reshape(p.shape))
+x = torch.linspace(-1, 1, 12).reshape(3, 4)
+y = double(checkpoint(net, x, use_reentrant=False)).sum() + torch.special.ndtr(x).sum()
+y.backward()
+print(round(float(y), 5), round(float(net[0].weight.grad.abs().sum()), 5), torch.fft.rfftfreq(4).tolist())
+""")
+    want = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=120)
+    got = subprocess.run([sys.executable, "-m", "torchlean", "run", str(prog)], capture_output=True, text=True,
+                         timeout=120)
+    assert want.returncode == 0 and got.returncode == 0, got.stderr
+    a, b = want.stdout.split(), got.stdout.split()
+    assert a[2:] == b[2:] and abs(float(a[0]) - float(b[0])) < 1e-4 and abs(float(a[1]) - float(b[1])) < 1e-4
