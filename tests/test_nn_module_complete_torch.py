@@ -969,3 +969,38 @@ def _extra_state_run(lib):
 def test_extra_state_matches_torch():
     assert _extra_state_run(tl) == _extra_state_run(torch) == (["_extra_state", "fc.weight", "fc.bias"], 7,
                                                                 ["_extra_state"])
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv", "conv_transpose"])
+def test_legacy_spectral_norm_matches_torch(kind, rng):
+    """The hook-based nn.utils.spectral_norm: names (weight_orig, weight_u, weight_v), power iteration in
+    training only (v then u), the weight's gradient through sigma, eval, and remove_spectral_norm."""
+    def make(m):
+        return {"linear": lambda: m.nn.Linear(5, 4), "conv": lambda: m.nn.Conv2d(2, 3, 3),
+                "conv_transpose": lambda: m.nn.ConvTranspose2d(2, 3, 3)}[kind]()
+    torch.manual_seed(0)
+    theirs = torch.nn.utils.spectral_norm(make(torch))
+    ours = tl.nn.utils.spectral_norm(make(tl))
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    ours.load_state_dict({k: tl.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    x = rng.standard_normal((2, 5) if kind == "linear" else (2, 2, 6, 6)).astype(np.float32)
+    for _ in range(3):
+        yt, yo = theirs(torch.tensor(x)), ours(tl.tensor(x))
+        np.testing.assert_allclose(yo.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
+        yt.square().sum().backward()
+        yo.square().sum().backward()
+        np.testing.assert_allclose(ours.weight_orig.grad.numpy(), theirs.weight_orig.grad.numpy(), rtol=1e-4,
+                                   atol=1e-5)
+        theirs.zero_grad()
+        ours.zero_grad()
+    np.testing.assert_allclose(ours.weight_u.numpy(), theirs.weight_u.numpy(), rtol=1e-4, atol=1e-6)
+    theirs.eval()
+    ours.eval()
+    np.testing.assert_allclose(ours(tl.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-4, atol=1e-5)
+    torch.nn.utils.remove_spectral_norm(theirs)
+    tl.nn.utils.remove_spectral_norm(ours)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(DomainError, match="spectral_norm of 'weight' not found"):
+        tl.nn.utils.remove_spectral_norm(ours)

@@ -24,7 +24,7 @@ from ...tensor import Tensor, no_grad
 from . import parametrizations, parametrize, rnn  # noqa: F401 - torch.nn.utils.rnn/parametrize(ations)
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_", "parameters_to_vector",
-           "vector_to_parameters", "weight_norm", "remove_weight_norm"]
+           "vector_to_parameters", "weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"]
 
 
 def _grads(parameters):
@@ -160,6 +160,95 @@ class WeightNorm:
 
     def __call__(self, module, inputs):
         setattr(module, self.name, self.compute_weight(module))
+
+
+class SpectralNorm:
+    """The forward pre-hook of the older ``spectral_norm``: ``<name>`` is recomputed before every forward as
+    ``<name>_orig / sigma``, sigma = u . (W v) for the buffers ``<name>_u``, ``<name>_v``, which (in training
+    mode) ``n_power_iterations`` steps of power iteration update first (v, then u, as torch's)."""
+
+    def __init__(self, name: str, n_power_iterations: int, dim: int, eps: float):
+        if n_power_iterations <= 0:
+            raise DomainError(f"spectral_norm: expected n_power_iterations to be positive, got {n_power_iterations}")
+        self.name, self.n_power_iterations, self.dim, self.eps = name, n_power_iterations, dim, eps
+
+    def _matrix(self, weight):
+        if self.dim != 0:
+            weight = weight.permute(self.dim, *(d for d in range(weight.ndim) if d != self.dim))
+        return weight.reshape(weight.shape[0], -1)
+
+    def compute_weight(self, module, do_power_iteration: bool):
+        from .parametrizations import _normalize
+        weight = getattr(module, self.name + "_orig")
+        u, v = getattr(module, self.name + "_u"), getattr(module, self.name + "_v")
+        mat = self._matrix(weight)
+        if do_power_iteration:
+            with no_grad():
+                m = mat.detach()
+                for _ in range(self.n_power_iterations):
+                    v.copy_(_normalize(m.T @ u, self.eps))
+                    u.copy_(_normalize(m @ v, self.eps))
+            u, v = u.clone(), v.clone()
+        return weight / (u * (mat @ v)).sum()
+
+    @staticmethod
+    def apply(module, name: str, n_power_iterations: int, dim: int, eps: float) -> "SpectralNorm":
+        from ...ops import randn
+        from ..parameter import Parameter
+        from .parametrizations import _normalize
+        for hook, _ in module._hooks("forward_pre").values():
+            if isinstance(hook, SpectralNorm) and hook.name == name:
+                raise DomainError(f"spectral_norm: cannot register two spectral_norm hooks on the same parameter "
+                                  f"{name}")
+        fn = SpectralNorm(name, n_power_iterations, dim, eps)
+        weight = module._parameters.get(name)
+        if weight is None:
+            raise DomainError(f"Module '{type(module).__name__}' has no parameter with name '{name}'")
+        with no_grad():
+            h, w = fn._matrix(weight).shape
+            u = _normalize(randn(h, dtype=weight.dtype, device=weight.device), eps)
+            v = _normalize(randn(w, dtype=weight.dtype, device=weight.device), eps)
+        del module._parameters[name]
+        module.register_parameter(name + "_orig", weight if isinstance(weight, Parameter) else Parameter(weight))
+        module.register_buffer(name + "_u", u)
+        module.register_buffer(name + "_v", v)
+        setattr(module, name, weight.detach())
+        module.register_forward_pre_hook(fn)
+        return fn
+
+    def remove(self, module) -> None:
+        from ..parameter import Parameter
+        with no_grad():
+            weight = self.compute_weight(module, do_power_iteration=False)
+        delattr(module, self.name)
+        del module._parameters[self.name + "_orig"]
+        del module._buffers[self.name + "_u"]
+        del module._buffers[self.name + "_v"]
+        module.register_parameter(self.name, Parameter(weight.detach()))
+
+    def __call__(self, module, inputs):
+        setattr(module, self.name, self.compute_weight(module, do_power_iteration=module.training))
+
+
+def spectral_norm(module, name: str = "weight", n_power_iterations: int = 1, eps: float = 1e-12, dim=None):
+    """The older, hook-based spectral normalization: parameter ``<name>_orig``, buffers ``<name>_u`` and
+    ``<name>_v``; ``dim`` defaults to 1 for transposed convolutions, else 0."""
+    if dim is None:
+        from ..pooling import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+    SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
+    return module
+
+
+def remove_spectral_norm(module, name: str = "weight"):
+    """Undo :func:`spectral_norm`: ``<name>`` is a parameter again, holding the current normalized weight."""
+    table = module._hooks("forward_pre")
+    for k, (hook, _) in list(table.items()):
+        if isinstance(hook, SpectralNorm) and hook.name == name:
+            hook.remove(module)
+            del table[k]
+            return module
+    raise DomainError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
 
 
 def weight_norm(module, name: str = "weight", dim=0):
