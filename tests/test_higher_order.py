@@ -135,11 +135,33 @@ def test_cross_entropy_double_backward_matches_torch():
 
 def test_an_op_without_a_differentiable_vjp_is_named():
     missing = sorted(n for n in OPINFOS if n not in DIFFERENTIABLE_VJPS)
-    assert "max_pool" in missing
-    x = tl.tensor(np.arange(8.0).reshape(1, 1, 8), requires_grad=True)
-    y = tl.nn.functional.max_pool1d(x * 2, 2)
-    with pytest.raises(AutogradError, match="max_pool"):
+    assert "lstm_scan" in missing and "max_pool" not in missing
+    x = tl.tensor(np.arange(8.0, dtype=np.float32).reshape(1, 4, 2), requires_grad=True)
+    y, _ = tl.nn.LSTM(2, 3, batch_first=True)(x * 2)
+    with pytest.raises(AutogradError, match="lstm_scan"):
         tl.autograd.grad(y.sum(), x, create_graph=True)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=(2, 3), stride=1, dilation=(1, 2))])
+def test_max_pool_critic_gradient_penalty_matches_torch(kw):
+    """A gradient penalty through max pooling (the winners' routing, differentiated in the weights)."""
+    rng = np.random.default_rng(17)
+    x_np = rng.standard_normal((2, 3, 9, 9))
+    w_np = rng.standard_normal((4, 3, 3, 3)) * 0.3
+    out = []
+    for lib in (tl, torch):
+        F = lib.nn.functional
+        w = lib.tensor(w_np, requires_grad=True)
+        x = lib.tensor(x_np, requires_grad=True)
+        h = F.max_pool2d(F.conv2d(x, w, padding=1).tanh(), **kw)
+        d = (h * h).sum(dim=(1, 2, 3))
+        (gx,) = lib.autograd.grad(d.sum(), x, create_graph=True)
+        loss = d.mean() + ((gx.reshape(2, -1) ** 2).sum(dim=1).sqrt() - 1).pow(2).mean()
+        loss.backward()
+        out.append((w.grad.numpy(), x.grad.numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
 
 
 def test_conv_critic_gradient_penalty_matches_torch():

@@ -814,6 +814,31 @@ def _avg_pool(xs, y, g, attrs):
     return (dx.reshape(x.shape),)
 
 
+@vjp("max_pool")
+def _max_pool(xs, y, g, attrs):
+    # Each output's cotangent goes to its window's winner (first row-major, as the kernel picks it):
+    # a scatter-add of g at constant positions, linear in g (its own gradient a gather), constant in x
+    # (max pooling is piecewise linear: no second derivative in x).
+    x = xs[0]
+    P = pool_params("max_pool", tuple(x.shape), kernel_size=attrs["kernel_size"], stride=attrs.get("stride"),
+                    padding=attrs.get("padding", 0), dilation=attrs.get("dilation", 1))
+    K = get_kernels(x.device)
+    _, idx = K.max_pool_forward(x._value, P.kernel, P.stride, P.padding, P.dilation)
+    idx = np.asarray(K.to_host(idx)).astype(np.int64)
+    d = len(P.kernel)
+    offs = np.unravel_index(idx, P.kernel)                           # each winner's offset per axis
+    flat = np.zeros(idx.shape, dtype=np.int64)
+    for a in range(d):
+        o = np.arange(P.out_spatial[a]).reshape((1,) * (idx.ndim - d + a) + (-1,) + (1,) * (d - 1 - a))
+        pos = o * P.stride[a] - P.padding[a] + offs[a] * P.dilation[a]
+        flat = flat * P.spatial[a] + pos
+    m = int(np.prod(P.lead)) if P.lead else 1
+    flat = flat.reshape(m, -1) + (np.arange(m) * int(np.prod(P.spatial)))[:, None]
+    zero = Tensor(K.zeros((int(np.prod(x.shape)),), x._value.dtype))
+    gx = record("scatter_add", (zero, g.reshape(-1)), {"axis": 0, "index": flat.reshape(-1)})
+    return (gx.reshape(x.shape),)
+
+
 def _bn_dx(x, gamma, g, axes, eps, shape):
     mu = x.mean(dim=axes, keepdim=True)
     xc = x - mu
