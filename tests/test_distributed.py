@@ -266,6 +266,72 @@ def test_object_collectives_and_non_blocking_point_to_point():
         assert out["batch"] == ([(r - 1) % world + 0.5] * 2, [(r + 1) % world - 0.5] * 2)
 
 
+def _ddp_hooked(rank, world):
+    """DDP with torch's default communication hooks and a custom one."""
+    from torchlean.distributed.algorithms.ddp_comm_hooks import default_hooks as H
+    from torchlean.models.mlp import MLP
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    x, y = _mlp_data()
+    n = _GLOBAL_BATCH // world
+    xs, ys = x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
+    out = {}
+    for name, hook in (("allreduce", H.allreduce_hook), ("fp16", H.fp16_compress_hook),
+                       ("bf16", H.bf16_compress_hook), ("fp16_wrapped", H.fp16_compress_wrapper(H.allreduce_hook))):
+        tl.manual_seed(0)
+        model = DDP(MLP(20, [32, 32], 5), bucket_cap_mb=0.001)
+        model.register_comm_hook(None, hook)
+        opt = tl.optim.Adam(model.parameters(), lr=0.01)
+        _mlp_steps(model, opt, [[(xs, ys)]] * 3)
+        out[name] = {k: v.numpy().copy() for k, v in model.module.state_dict().items()}
+    seen = []
+
+    def summing(state, bucket):                  # no division: the gradients come back world x the mean
+        seen.append((bucket.index(), bucket.is_last(), len(bucket.gradients()), state))
+        t = bucket.buffer().clone()
+        return dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0])
+    tl.manual_seed(0)
+    model = DDP(MLP(20, [32, 32], 5), bucket_cap_mb=0.001)
+    model.register_comm_hook("st", summing)
+    F = tl.nn.functional
+    F.cross_entropy(model(tl.tensor(xs)), tl.tensor(ys)).backward()
+    out["summed_grad"] = next(model.module.parameters()).grad.numpy().copy()
+    out["seen"] = seen
+    try:
+        model.register_comm_hook(None, summing)
+        out["twice"] = "no error"
+    except DistributedError as e:
+        out["twice"] = str(e)
+    return out
+
+
+def test_ddp_communication_hooks():
+    from torchlean.models.mlp import MLP
+    world = 2
+    res = values(run(_ddp_hooked, world, timeout=90))
+    tl.manual_seed(0)
+    model = MLP(20, [32, 32], 5)
+    opt = tl.optim.Adam(model.parameters(), lr=0.01)
+    x, y = _mlp_data()
+    _mlp_steps(model, opt, [[(x, y)]] * 3)
+    want = {k: v.numpy() for k, v in model.state_dict().items()}
+    tl.manual_seed(0)
+    ref = MLP(20, [32, 32], 5)
+    tl.nn.functional.cross_entropy(ref(tl.tensor(x)), tl.tensor(y)).backward()
+    full_grad = next(ref.parameters()).grad.numpy()
+    for r, out in enumerate(res):
+        for k, v in want.items():
+            np.testing.assert_allclose(out["allreduce"][k], v, rtol=2e-5, atol=2e-6, err_msg=f"{k} rank {r}")
+            for low, tol in (("fp16", 2e-3), ("fp16_wrapped", 2e-3), ("bf16", 2e-2)):
+                np.testing.assert_allclose(out[low][k], v, rtol=tol, atol=tol, err_msg=f"{low} {k} rank {r}")
+        np.testing.assert_allclose(out["summed_grad"], full_grad * world, rtol=1e-5, atol=1e-6)
+        assert out["seen"] and out["seen"][-1][1] and all(s[3] == "st" for s in out["seen"])
+        assert sorted(i for i, *_ in out["seen"]) == list(range(len(out["seen"])))
+        assert "register_comm_hook can only be called once" in out["twice"]
+        for name in ("allreduce", "fp16", "bf16", "fp16_wrapped"):     # every rank the same bits
+            for k in want:
+                np.testing.assert_array_equal(out[name][k], res[0][name][k])
+
+
 def _sync_bn_data():
     rng = np.random.default_rng(21)
     return (rng.standard_normal((8, 3, 5)).astype(np.float32) * 2 + 1,

@@ -129,3 +129,29 @@ print(round(float(y), 5), round(float(net[0].weight.grad.abs().sum()), 5), torch
     assert want.returncode == 0 and got.returncode == 0, got.stderr
     a, b = want.stdout.split(), got.stdout.split()
     assert a[2:] == b[2:] and abs(float(a[0]) - float(b[0])) < 1e-4 and abs(float(a[1]) - float(b[1])) < 1e-4
+
+
+def test_futures_behave_as_torchs():
+    for F in (tl.futures, torch.futures):
+        f = F.Future()
+        g = f.then(lambda fut: fut.value() + 1)
+        h = g.then(lambda fut: fut.value() * 10)
+        assert not f.done() and not h.done()
+        f.set_result(4)
+        assert (g.wait(), h.wait(), f.value()) == (5, 50, 4) and h.done()
+        bad = F.Future()
+        failed = bad.then(lambda fut: 1 / 0)
+        bad.set_result(0)
+        with pytest.raises(RuntimeError, match="error when running the callback: ZeroDivisionError"):
+            failed.wait()
+        a, b = F.Future(), F.Future()
+        both = F.collect_all([a, b])
+        a.set_result("x")
+        assert not both.done()
+        b.set_result("y")
+        assert [f.value() for f in both.wait()] == ["x", "y"]
+        assert F.wait_all([a, b]) == ["x", "y"]
+        with pytest.raises(RuntimeError):
+            a.set_result("again")
+    done = tl.distributed.Work([tl.ones(2)]).get_future()
+    assert done.done() and done.wait()[0].tolist() == [1.0, 1.0]

@@ -38,7 +38,7 @@ __all__ = ["init_process_group", "destroy_process_group", "is_available", "is_in
            "reduce_scatter_tensor", "send", "recv", "new_group", "ReduceOp", "GroupMember", "Work", "TCPStore",
            "ProcessGroup", "get_process_group_ranks", "get_global_rank", "get_group_rank", "Backend",
            "isend", "irecv", "P2POp", "batch_isend_irecv", "all_gather_object", "broadcast_object_list",
-           "gather_object", "scatter_object_list"]
+           "gather_object", "scatter_object_list", "GradBucket"]
 
 
 class ReduceOp(Enum):
@@ -86,7 +86,16 @@ class GroupMember:
 
 
 class Work:
-    """The handle an ``async_op=True`` collective returns; the collective has completed already."""
+    """The handle an ``async_op=True`` collective returns; the collective has completed already.
+    ``get_future()`` gives a completed :class:`torchlean.futures.Future` of the collective's output
+    tensors (for ``all_reduce``, ``[tensor]``)."""
+
+    def __init__(self, result=None):
+        self._result = [] if result is None else result
+
+    def get_future(self):
+        from ..futures import Future
+        return Future.completed(self._result)
 
     def wait(self, timeout=None) -> bool:
         return True
@@ -324,8 +333,8 @@ def _store_into(t, value) -> None:
     t._vc = getattr(t, "_vc", 0) + 1
 
 
-def _done(async_op):
-    return Work() if async_op else None
+def _done(async_op, result=None):
+    return Work(result) if async_op else None
 
 
 def _reducer(op, who) -> ReduceOp:
@@ -382,7 +391,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over the group's ranks, in place on every rank (torch's semantics)."""
     g = _group(group, "all_reduce")
     _store_into(tensor, _reduced(g, _array(tensor, "all_reduce", g=g), op, "all_reduce"))
-    return _done(async_op)
+    return _done(async_op, [tensor])
 
 
 def broadcast(tensor, src, group=None, async_op=False, group_src=None):
@@ -514,11 +523,44 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     return src
 
 
+class GradBucket:
+    """One bucket of DDP's gradients, as a communication hook sees it: ``buffer()`` (the flattened
+    gradients, not yet averaged), ``gradients()`` (views of it per parameter), ``parameters()``,
+    ``index()``, ``is_last()``, ``set_buffer(tensor)``."""
+
+    def __init__(self, index, buffer, parameters, is_last):
+        self._index, self._buffer, self._params, self._last = index, buffer, list(parameters), is_last
+
+    def index(self) -> int:
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def set_buffer(self, buffer) -> None:
+        self._buffer = buffer
+
+    def parameters(self) -> list:
+        return list(self._params)
+
+    def gradients(self) -> list:
+        out, off = [], 0
+        for p in self._params:
+            n = p.numel()
+            out.append(self._buffer[off:off + n].reshape(p.shape))
+            off += n
+        return out
+
+    def is_last(self) -> bool:
+        return self._last
+
+
 class _Deferred(Work):
     """The handle of :func:`irecv`: the receive runs at ``wait()`` (once), so that a rank can post its
     receives, then its sends, then wait, as torch programs do, without blocking at the post."""
 
     def __init__(self, fn):
+        super().__init__()
         self._fn, self._done = fn, False
 
     def wait(self, timeout=None) -> bool:

@@ -68,6 +68,7 @@ class DistributedDataParallel(Module):
         self._armed = False
         self._stream = None      # the all-reduce stream (CUDA)
         self._inflight: list = []  # (bucket, flat gradients) whose all-reduce was queued on it
+        self._comm_hook = None     # (state, hook) of register_comm_hook
         if init_sync:
             self._broadcast([*module.parameters(), *module.buffers()])
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self._params]
@@ -111,6 +112,9 @@ class DistributedDataParallel(Module):
             g = p.grad
             grads.append(xp.zeros(p._value.shape, p._value.dtype) if g is None else self._host(g, "gradient"))
         flat = xp.concatenate([g.reshape(-1) for g in grads])
+        if self._comm_hook is not None:
+            self._hooked(bucket, flat)
+            return
         flat /= self._world      # a Python scalar: no upload (a synchronous copy would stall the host)
         if xp is np:
             t = _wrap(flat)
@@ -126,6 +130,34 @@ class DistributedDataParallel(Module):
         with self._stream:
             dist._group(self.process_group, "DistributedDataParallel")._impl.all_reduce(flat, "sum", out=flat)
         self._inflight.append((bucket, flat))
+
+    def _hooked(self, bucket, flat):
+        """The registered communication hook's result for this bucket, in place of the average (run
+        in order on the current stream: no overlap with the rest of the backward)."""
+        state, hook = self._comm_hook
+        b = self._buckets.index(bucket)
+        fut = hook(state, dist.GradBucket(b, _wrap(flat), bucket, b == len(self._buckets) - 1))
+        if not hasattr(fut, "wait"):
+            raise DistributedError(f"DistributedDataParallel: the communication hook returned "
+                                   f"{type(fut).__name__}, not a Future")
+        out = fut.wait()
+        if isinstance(out, (list, tuple)):
+            out = out[0]
+        if tuple(out.shape) != tuple(flat.shape):
+            raise DistributedError(f"DistributedDataParallel: the communication hook's result has shape "
+                                   f"{tuple(out.shape)}, the bucket {tuple(flat.shape)}")
+        self._unflatten(bucket, self._host(out, "hook result").astype(flat.dtype, copy=False))
+
+    def register_comm_hook(self, state, hook) -> None:
+        """Reduce each bucket with ``hook(state, bucket) -> Future`` (of the bucket's reduced, averaged
+        gradients) instead of the built-in average: torch's hooks are in
+        ``torchlean.distributed.algorithms.ddp_comm_hooks.default_hooks``. Once per model."""
+        if self._comm_hook is not None:
+            raise DistributedError("DistributedDataParallel: register_comm_hook can only be called once")
+        if not callable(hook):
+            raise DistributedError(f"DistributedDataParallel: the communication hook must be callable, "
+                                   f"got {type(hook).__name__}")
+        self._comm_hook = (state, hook)
 
     def _settle(self):
         """The compute stream waits for the bucket all-reduces, then each gradient takes its part."""
