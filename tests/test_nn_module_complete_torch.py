@@ -42,7 +42,7 @@ INIT_REGISTRY = {
     "EmbeddingBag": ((500, 64), {"padding_idx": 7}),
     "LayerNorm": ((256,), {}),
     "BatchNorm1d": ((256,), {}),
-    "BatchNorm2d": ((256,), {}), "SyncBatchNorm": ((256,), {}),
+    "BatchNorm2d": ((256,), {}), "SyncBatchNorm": ((256,), {}), "LinearCrossEntropyLoss": ((64, 256), {}),
     "BatchNorm3d": ((256,), {}),
     "GroupNorm": ((8, 256), {}),
     "InstanceNorm1d": ((256,), {"affine": True}),

@@ -155,3 +155,28 @@ def test_futures_behave_as_torchs():
             a.set_result("again")
     done = tl.distributed.Work([tl.ones(2)]).get_future()
     assert done.done() and done.wait()[0].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("extra", [(), (2,), (2, 3)])
+@pytest.mark.parametrize("kw", [{}, {"reduction": "sum"}, {"reduction": "none", "label_smoothing": 0.1},
+                                {"ignore_index": 1}])
+def test_linear_cross_entropy_matches_torch(extra, kw):
+    rng = np.random.default_rng(len(extra))
+    N, IN, C = 4, 5, 3
+    x = rng.standard_normal((N, IN))
+    t = rng.integers(0, C, (N,) + extra)
+    out = []
+    for m in (torch, tl):
+        mod = m.nn.LinearCrossEntropyLoss(IN, C, out_features=extra, bias=True, dtype=m.float64, **kw)
+        if m is torch:
+            state = {k: v.detach().numpy() for k, v in mod.state_dict().items()}
+        else:
+            mod.load_state_dict({k: tl.tensor(v) for k, v in state.items()})
+        xt = m.tensor(x, requires_grad=True)
+        loss = mod(xt, m.tensor(t))
+        loss.sum().backward()
+        out.append((loss.detach().numpy(), xt.grad.numpy(), mod.linear.weight.grad.numpy(), mod.linear.bias.grad.numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="dimensionality 1 or 2"):
+        tl.nn.functional.linear_cross_entropy(tl.ones(2, 3, 5), tl.ones(3, 5), tl.zeros(2, 3, dtype=tl.int64))

@@ -30,7 +30,8 @@ __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
            "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
            "multilabel_soft_margin_loss", "ctc_loss", "hinge_embedding_loss", "soft_margin_loss",
-           "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_with_distance_loss"]
+           "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_with_distance_loss",
+           "linear_cross_entropy"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -136,6 +137,30 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return record("nll_loss", (_tensor(input, "nll_loss"),),
                   {"target": _host_ints(target, "nll_loss"), "weight": _host_weight(weight, "nll_loss"),
                    "ignore_index": int(ignore_index), "reduction": reduction})
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,  # noqa: A002
+                         reduction="mean", ignore_index=None, label_smoothing=0.0, options=None):
+    """torch 2.13's ``cross_entropy(linear(input, linear_weight), target, ...)``: ``linear_weight`` is
+    ``(C, *K, in_features)`` (``*K`` the extra axes of a K-dimensional loss, whose logits come out
+    ``(N, C, *K)``), ``linear_bias`` ``(C, *K)``; ``ignore_index=None`` means -100. ``options`` (torch's
+    chunking of the vocabulary) is accepted and has no effect: the logits are made whole."""
+    from .functional import linear
+    if not isinstance(input, Tensor) or not isinstance(linear_weight, Tensor):
+        raise DomainError("linear_cross_entropy: input and linear_weight must be Tensors")
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"linear_cross_entropy: expected input with dimensionality 1 or 2, got {input.ndim}")
+    if linear_weight.ndim < 2 or linear_weight.shape[-1] != input.shape[-1]:
+        raise ShapeError(f"linear_cross_entropy: linear_weight of shape {tuple(linear_weight.shape)} does not "
+                         f"take inputs of {input.shape[-1]} features")
+    classes = tuple(linear_weight.shape[:-1])
+    w2 = linear_weight.reshape(-1, input.shape[-1])
+    b2 = None if linear_bias is None else linear_bias.reshape(-1)
+    logits = linear(input, w2, b2)
+    if len(classes) > 1:
+        logits = logits.reshape(tuple(input.shape[:-1]) + classes)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,  # noqa: A002

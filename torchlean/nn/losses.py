@@ -28,7 +28,7 @@ __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "
            "BCEWithLogitsLoss", "KLDivLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
            "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "CTCLoss", "HingeEmbeddingLoss",
            "SoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss",
-           "NLLLoss2d", "AdaptiveLogSoftmaxWithLoss"]
+           "NLLLoss2d", "AdaptiveLogSoftmaxWithLoss", "LinearCrossEntropyLoss"]
 
 
 class _Loss(Module):
@@ -436,3 +436,34 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         out_host = out_host.copy()
         out_host[rows] = sub.cpu().numpy()
         return FL._const(out_host, input, np.int64)
+
+
+class LinearCrossEntropyLoss(Module):
+    """torch 2.13's fused projection and cross entropy: ``linear`` (``Linear(in_features, num_classes *
+    prod(out_features), bias)``) maps the input to logits ``(N, num_classes, *out_features)``, then
+    :func:`~.functional_losses.linear_cross_entropy`. ``options`` (torch's chunked evaluation) is kept
+    and has no effect here."""
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None, dtype=None,
+                 reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0, options=None):
+        super().__init__()
+        self.in_features, self.num_classes = int(in_features), int(num_classes)
+        self.out_features = tuple(int(v) for v in out_features)
+        self.reduction, self.ignore_index, self.label_smoothing, self.options = (reduction, ignore_index,
+                                                                                 label_smoothing, options)
+        self.linear = Linear(self.in_features, self.num_classes * int(np.prod(self.out_features, dtype=np.int64)),
+                             bias=bias, device=device, dtype=dtype)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):  # noqa: A002
+        shape = (self.num_classes,) + self.out_features
+        b = self.linear.bias
+        return FL.linear_cross_entropy(input, self.linear.weight.reshape(shape + (self.in_features,)), target,
+                                       linear_bias=None if b is None else b.reshape(shape), weight=self.weight,
+                                       reduction=self.reduction, ignore_index=self.ignore_index,
+                                       label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, num_classes={self.num_classes}, out_features={self.out_features}, "
+                f"bias={self.linear.bias is not None}, reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
