@@ -180,3 +180,27 @@ def test_linear_cross_entropy_matches_torch(extra, kw):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="dimensionality 1 or 2"):
         tl.nn.functional.linear_cross_entropy(tl.ones(2, 3, 5), tl.ones(3, 5), tl.zeros(2, 3, dtype=tl.int64))
+
+
+@pytest.mark.parametrize("channels", [1, 2, 5, 7])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 8])
+def test_cross_map_lrn2d_forward_matches_torch_and_its_gradient_is_the_derivative(channels, size):
+    rng = np.random.default_rng(channels * 10 + size)
+    x = rng.standard_normal((2, channels, 3, 4))
+    y = tl.nn.CrossMapLRN2d(size, 1e-2, 0.75, 1.5)(tl.tensor(x)).numpy()
+    want = torch.nn.CrossMapLRN2d(size, 1e-2, 0.75, 1.5)(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
+    # torch's hand-written backward assumes a centred window (and fails for size 1): ours is the
+    # derivative of the forward, checked by central differences
+    m, g, d = tl.nn.CrossMapLRN2d(size, 0.5, 0.75, 1.5), rng.standard_normal(x.shape), rng.standard_normal(x.shape)
+    xt = tl.tensor(x, requires_grad=True)
+    (m(xt) * tl.tensor(g)).sum().backward()
+    f = lambda z: float((m(tl.tensor(z)) * tl.tensor(g)).sum())  # noqa: E731
+    num = (f(x + 1e-6 * d) - f(x - 1e-6 * d)) / 2e-6
+    assert abs(num - float((xt.grad.numpy() * d).sum())) < 1e-6 * max(1.0, abs(num))
+
+
+def test_container_is_a_deprecated_module_holder():
+    with pytest.warns(FutureWarning, match="nn.Container` is deprecated"):
+        c = tl.nn.Container(a=tl.nn.Linear(2, 2), b=tl.nn.ReLU())
+    assert list(c.state_dict()) == ["a.weight", "a.bias"] and isinstance(c.b, tl.nn.ReLU)

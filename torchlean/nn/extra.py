@@ -1,12 +1,27 @@
-"""Modules over :mod:`~torchlean.nn.functional_extra`: fractional max pooling."""
+"""Modules over :mod:`~torchlean.nn.functional_extra`: fractional max pooling; and ``Container``, torch's
+deprecated module holder."""
 
 from __future__ import annotations
+
+import warnings
 
 from ..errors import DomainError
 from . import functional_extra as FE
 from .module import Module
 
-__all__ = ["FractionalMaxPool2d", "FractionalMaxPool3d"]
+__all__ = ["FractionalMaxPool2d", "FractionalMaxPool3d", "Container"]
+
+
+class Container(Module):
+    """Deprecated in torch (a ``FutureWarning``, as there): a Module holding the keyword arguments as
+    submodules; subclass ``Module`` instead."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                      "Subclass that instead.", FutureWarning, stacklevel=2)
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class _FractionalMaxPool(Module):

@@ -18,7 +18,7 @@ from .module import Module
 from .modules import _empty_param
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
-           "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm", "SyncBatchNorm"]
+           "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm", "SyncBatchNorm", "CrossMapLRN2d"]
 
 
 class GroupNorm(Module):
@@ -167,6 +167,42 @@ class LocalResponseNorm(Module):
 
     def forward(self, input):  # noqa: A002
         return FN.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """The legacy (Lua Torch) local response norm of 4-D inputs: ``x * (k + alpha / size * S)^-beta``,
+    ``S`` each channel's sum of squares over the window of its running-sum recurrence (which, as
+    torch's, is not centred for every ``size`` and channel count: built here as a 0/1 channel
+    matrix from the same recurrence)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def _window(self, channels):
+        import numpy as np
+        pre = int((self.size - 1) / 2 + 1)
+        m = np.zeros((channels, channels))
+        m[0, :min(pre, channels)] = 1
+        for c in range(1, channels):
+            m[c] = m[c - 1]
+            if c < channels - pre + 1:
+                m[c, c + pre - 1] += 1
+            if c > pre:
+                m[c, c - pre] -= 1
+        return m
+
+    def forward(self, input):  # noqa: A002
+        if not isinstance(input, Tensor) or input.ndim != 4:
+            got = f"{input.ndim}D" if isinstance(input, Tensor) else type(input).__name__
+            raise ShapeError(f"CrossMapLRN2d: Expected input to be 4D, got {got} instead.")
+        from ..ops import einsum, tensor
+        w = tensor(self._window(input.shape[1]), dtype=input.dtype, device=input.device)
+        s = einsum("dc,nchw->ndhw", w, input * input)
+        return input * (s * (self.alpha / self.size) + self.k) ** (-self.beta)
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
