@@ -23,10 +23,12 @@ from .gamma import Gamma
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .laplace import Laplace
+from .lognormal import Cauchy, HalfNormal, LogNormal
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .uniform import Uniform
 
-__all__ = ["Bernoulli", "Beta", "Categorical", "Distribution", "Exponential", "Gamma", "Independent", "Laplace",
+__all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Distribution", "Exponential", "Gamma", "HalfNormal",
+           "Independent", "Laplace", "LogNormal",
            "MultivariateNormal", "Normal", "OneHotCategorical", "Uniform", "constraints", "kl_divergence",
            "register_kl"]
