@@ -42,7 +42,11 @@ CASES = {
                   lambda: RNG.uniform(0.1, 4, (4, 3))),
     "Cauchy": (lambda m, a, b: m.Cauchy(a, b), [RNG.normal(size=(3,)), pos(3)], lambda: RNG.normal(size=(4, 3)) * 3),
     "HalfNormal": (lambda m, s: m.HalfNormal(s), [pos(3)], lambda: RNG.uniform(0.0, 4, (4, 3))),
+    "StudentT": (lambda m, df, a, b: m.StudentT(df, a, b), [RNG.uniform(5, 9, 3), RNG.normal(size=(3,)), pos(3)],
+                 lambda: RNG.normal(size=(4, 3)) * 2),
+    "Chi2": (lambda m, df: m.Chi2(df), [pos(3) * 2], lambda: RNG.uniform(0.1, 5, (4, 3))),
 }
+NO_CDF = ("Gamma", "Beta", "StudentT", "Chi2")
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -57,7 +61,7 @@ def test_univariate_values_and_gradients(name):
     close(p.entropy(), q.entropy())
     for attr in ("mean", "variance", "stddev", "mode"):
         close(getattr(p, attr), getattr(q, attr))
-    if name not in ("Gamma", "Beta"):
+    if name not in NO_CDF:
         close(p.cdf(v_tl), q.cdf(v_th))
         u_tl, u_th = both(RNG.uniform(0.05, 0.95, (4, 3)))
         close(p.icdf(u_tl), q.icdf(u_th))
@@ -354,3 +358,25 @@ def test_undefined_members_raise_naming_the_class_and_member():
             call()
     with pytest.raises(NotImplementedError, match="event_dim cannot be determined"):   # torch's class too
         constraints.dependent.event_dim
+
+
+def test_dirichlet_and_heavy_tailed_student_t():
+    a_tl, a_th = both(RNG.uniform(0.5, 3, (2, 4)), requires_grad=True)
+    p, q = D.Dirichlet(a_tl), TD.Dirichlet(a_th)
+    v_tl, v_th = both(RNG.dirichlet([1, 2, 3, 4], size=(5, 2)))
+    close(p.log_prob(v_tl), q.log_prob(v_th))
+    for attr in ("mean", "variance", "mode"):
+        close(getattr(p, attr), getattr(q, attr))
+    close(p.entropy(), q.entropy())
+    (p.log_prob(v_tl).sum() + p.entropy().sum()).backward()
+    (q.log_prob(v_th).sum() + q.entropy().sum()).backward()
+    close(a_tl.grad, a_th.grad, 1e-7)
+    tl.manual_seed(0)
+    s = p.sample((20000,))
+    assert tuple(s.shape) == (20000, 2, 4) and bool(p.support.check(s).all())
+    np.testing.assert_allclose(s.numpy().mean(0), p.mean.detach().numpy(), atol=0.01)
+    assert not p.has_rsample
+    df_tl, df_th = both([0.8, 1.5, 4.0])
+    t, u = D.StudentT(df_tl), TD.StudentT(df_th)
+    for attr in ("mean", "variance"):                  # nan below df 1, inf below df 2, as torch's
+        np.testing.assert_array_equal(getattr(t, attr).numpy(), getattr(u, attr).numpy())

@@ -20,6 +20,7 @@ from .categorical import Categorical, OneHotCategorical
 from .distribution import Distribution
 from .exponential import Exponential
 from .gamma import Gamma
+from .gamma_family import Chi2, Dirichlet, StudentT
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .laplace import Laplace
@@ -28,7 +29,8 @@ from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .uniform import Uniform
 
-__all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Distribution", "Exponential", "Gamma", "HalfNormal",
+__all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma",
+           "HalfNormal", "StudentT",
            "Independent", "Laplace", "LogNormal",
            "MultivariateNormal", "Normal", "OneHotCategorical", "Uniform", "constraints", "kl_divergence",
            "register_kl"]
