@@ -6,7 +6,7 @@ False here: the Gamma sampler has no reparameterized gradient, docs/differences.
     >>> import torchlean as tl
     >>> from torchlean.distributions import StudentT
     >>> round(StudentT(3.0).log_prob(tl.tensor(0.0)).item(), 4)
-    -1.0007
+    -1.0009
 """
 
 from __future__ import annotations
