@@ -380,3 +380,34 @@ def test_dirichlet_and_heavy_tailed_student_t():
     t, u = D.StudentT(df_tl), TD.StudentT(df_th)
     for attr in ("mean", "variance"):                  # nan below df 1, inf below df 2, as torch's
         np.testing.assert_array_equal(getattr(t, attr).numpy(), getattr(u, attr).numpy())
+
+
+def test_poisson_and_geometric():
+    r_tl, r_th = both([0.5, 3.0, 25.0, 400.0], requires_grad=True)
+    p, q = D.Poisson(r_tl), TD.Poisson(r_th)
+    k_tl, k_th = both(RNG.integers(0, 30, (5, 4)))
+    close(p.log_prob(k_tl), q.log_prob(k_th))
+    for attr in ("mean", "variance", "mode"):
+        close(getattr(p, attr), getattr(q, attr))
+    p.log_prob(k_tl).sum().backward()
+    q.log_prob(k_th).sum().backward()
+    close(r_tl.grad, r_th.grad, 1e-7)
+    tl.manual_seed(2)
+    s = p.sample((20000,)).numpy()
+    assert bool(p.support.check(tl.tensor(s)).all())
+    np.testing.assert_allclose(s.mean(0), p.mean.detach().numpy(), rtol=0.03, atol=0.03)
+    np.testing.assert_allclose(s.var(0), p.variance.detach().numpy(), rtol=0.08, atol=0.05)
+    for kw in ({"probs": [0.1, 0.5, 0.9, 1.0]}, {"logits": [0.3, -1.0, 2.0, 0.0]}):
+        a_tl, a_th = both(list(kw.values())[0])
+        name = list(kw)[0]
+        g, h = D.Geometric(**{name: a_tl}), TD.Geometric(**{name: a_th})
+        v_tl, v_th = both(np.r_[RNG.integers(0, 10, 3), 0.0][None].repeat(2, 0))
+        close(g.log_prob(v_tl), h.log_prob(v_th))
+        for attr in ("mean", "variance", "mode"):
+            close(getattr(g, attr), getattr(h, attr))
+        keep = np.asarray(list(kw.values())[0]) < 1        # torch's entropy is nan at p = 1, as ours
+        np.testing.assert_allclose(g.entropy().numpy()[keep], h.entropy().numpy()[keep], rtol=1e-9)
+    tl.manual_seed(3)
+    g = D.Geometric(tl.tensor([0.2, 0.7], dtype=tl.float64))
+    s = g.sample((20000,)).numpy()
+    np.testing.assert_allclose(s.mean(0), g.mean.numpy(), rtol=0.05)

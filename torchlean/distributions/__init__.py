@@ -17,6 +17,7 @@ from . import constraints
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .categorical import Categorical, OneHotCategorical
+from .counts import Geometric, Poisson
 from .distribution import Distribution
 from .exponential import Exponential
 from .gamma import Gamma
@@ -30,7 +31,7 @@ from .normal import Normal
 from .uniform import Uniform
 
 __all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma",
-           "HalfNormal", "StudentT",
+           "Geometric", "HalfNormal", "Poisson", "StudentT",
            "Independent", "Laplace", "LogNormal",
            "MultivariateNormal", "Normal", "OneHotCategorical", "Uniform", "constraints", "kl_divergence",
            "register_kl"]
