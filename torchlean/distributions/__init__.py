@@ -15,6 +15,7 @@ reproducible; they are not torch's draws). Everything deterministic follows torc
 
 from . import constraints
 from .bernoulli import Bernoulli
+from .binomial import Binomial, Multinomial
 from .beta import Beta
 from .categorical import Categorical, OneHotCategorical
 from .counts import Geometric, Poisson
@@ -30,8 +31,8 @@ from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .uniform import Uniform
 
-__all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma",
-           "Geometric", "HalfNormal", "Poisson", "StudentT",
+__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma",
+           "Geometric", "HalfNormal", "Multinomial", "Poisson", "StudentT",
            "Independent", "Laplace", "LogNormal",
            "MultivariateNormal", "Normal", "OneHotCategorical", "Uniform", "constraints", "kl_divergence",
            "register_kl"]

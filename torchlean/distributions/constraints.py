@@ -17,7 +17,7 @@ from ..errors import AbstractMethodError
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
            "greater_than_eq", "independent", "integer_interval", "interval", "half_open_interval",
-           "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "nonnegative",
+           "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative",
            "nonnegative_integer", "one_hot", "positive", "positive_semidefinite", "positive_definite",
            "positive_integer", "real", "real_vector", "simplex", "square", "stack", "symmetric",
            "unit_interval", "open_interval"]
@@ -159,6 +159,20 @@ class _IntegerGreaterThan(Constraint):
 
     def __repr__(self):
         return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
+
+
+class _Multinomial(Constraint):
+    """Nonnegative integer counts over the last axis summing to at most ``upper_bound``."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+        super().__init__()
+
+    def check(self, x):
+        return (x >= 0).all(dim=-1) & (x.sum(dim=-1) <= self.upper_bound)
 
 
 class _Real(Constraint):
@@ -351,6 +365,7 @@ one_hot = _OneHot()
 nonnegative_integer = _IntegerGreaterThan(0)
 positive_integer = _IntegerGreaterThan(1)
 integer_interval = _IntegerInterval
+multinomial = _Multinomial
 real = _Real()
 real_vector = independent(real, 1)
 positive = _GreaterThan(0.0)
