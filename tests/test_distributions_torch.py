@@ -443,3 +443,22 @@ def test_binomial_and_multinomial(kind):
     s = m.sample((5000,)).numpy()
     assert s.shape == (5000, 2, 3) and (s.sum(-1) == 6).all() and bool(m.support.check(tl.tensor(s)).all())
     np.testing.assert_allclose(s.mean(0), 6 * probs, atol=0.08)
+
+
+def test_kl_divergences_of_the_added_families():
+    def t(m, v):
+        return m.tensor(np.asarray(v, dtype=np.float64))
+    pairs = {
+        "Poisson": lambda M, m: (M.Poisson(t(m, [1.0, 3.0])), M.Poisson(t(m, [2.0, 0.5]))),
+        "Geometric": lambda M, m: (M.Geometric(t(m, [0.2, 0.7])), M.Geometric(t(m, [0.5, 0.1]))),
+        "Binomial": lambda M, m: (M.Binomial(t(m, [5.0, 5.0]), t(m, [0.2, 0.7])),
+                                  M.Binomial(t(m, [5.0, 3.0]), t(m, [0.5, 0.1]))),
+        "Dirichlet": lambda M, m: (M.Dirichlet(t(m, [[1.0, 2.0, 3.0]])), M.Dirichlet(t(m, [[0.5, 2.5, 1.0]]))),
+        "HalfNormal": lambda M, m: (M.HalfNormal(t(m, [1.0, 2.0])), M.HalfNormal(t(m, [0.5, 3.0]))),
+        "LogNormal": lambda M, m: (M.LogNormal(t(m, [0.0, 1.0]), t(m, [1.0, 0.5])),
+                                   M.LogNormal(t(m, [0.5, -1.0]), t(m, [2.0, 0.7]))),
+        "Chi2": lambda M, m: (M.Chi2(t(m, [1.0, 4.0])), M.Chi2(t(m, [2.0, 3.0]))),
+    }
+    for name, mk in pairs.items():
+        a, b = D.kl_divergence(*mk(D, tl)).numpy(), TD.kl_divergence(*mk(TD, torch)).numpy()
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)     # inf where both are inf

@@ -17,6 +17,10 @@ from ..nn.functional import softplus
 from ..ops import where
 from .bernoulli import Bernoulli
 from .beta import Beta
+from .binomial import Binomial
+from .counts import Geometric, Poisson
+from .gamma_family import Dirichlet
+from .lognormal import HalfNormal, LogNormal
 from .categorical import Categorical, OneHotCategorical
 from .exponential import Exponential
 from .gamma import Gamma
@@ -167,3 +171,42 @@ def _kl_beta_beta(p, q):
     return t1 - t2 + t3 + t4 + t5
 
 
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    if bool((p.total_count < q.total_count).any()):
+        raise AbstractMethodError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    return where(p.total_count > q.total_count, _INF, kl)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sp, sq = p.concentration.sum(-1), q.concentration.sum(-1)
+    t1 = lgamma(sp) - lgamma(sq)
+    t2 = (lgamma(p.concentration) - lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sp).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(LogNormal, LogNormal)
+def _kl_lognormal_lognormal(p, q):
+    # exp is a bijection: the KL of the two normals (torch's TransformedDistribution rule)
+    return _kl_normal_normal(p.base_dist, q.base_dist)
