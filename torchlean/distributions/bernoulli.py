@@ -17,12 +17,12 @@ from ..ops import bernoulli as _bernoulli
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution, _size
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryParams, broadcast_all
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(Distribution):
+class Bernoulli(BinaryParams, Distribution):
     """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0; exactly one parameter is given."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -69,14 +69,6 @@ class Bernoulli(Distribution):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self):

@@ -18,12 +18,12 @@ from ..tensor import Size, no_grad
 from . import constraints
 from .categorical import Categorical
 from .distribution import Distribution, _size
-from .utils import broadcast_all, lazy_property, lgamma, logits_to_probs, probs_to_logits
+from .utils import BinaryParams, broadcast_all, lgamma
 
 __all__ = ["Binomial", "Multinomial"]
 
 
-class Binomial(Distribution):
+class Binomial(BinaryParams, Distribution):
     """Successes in ``total_count`` Bernoulli(``probs``) trials (``probs`` or ``logits``)."""
 
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
@@ -58,14 +58,6 @@ class Binomial(Distribution):
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self.total_count)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self):

@@ -20,7 +20,7 @@ from ..ops import rand, tensor, xlogy
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution, _size
-from .utils import _LGAMMA, broadcast_all, lazy_property, lgamma, logits_to_probs, probs_to_logits
+from .utils import _LGAMMA, BinaryParams, broadcast_all, lgamma
 
 __all__ = ["Poisson", "Geometric"]
 
@@ -101,7 +101,7 @@ class Poisson(Distribution):
         return xlogy(value, rate) - rate - lgamma(value + 1)
 
 
-class Geometric(Distribution):
+class Geometric(BinaryParams, Distribution):
     """The number of failures before the first success of Bernoulli(``probs``) trials (``probs`` or
     ``logits``)."""
 
@@ -130,14 +130,6 @@ class Geometric(Distribution):
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self):

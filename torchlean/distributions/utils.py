@@ -202,3 +202,16 @@ def lgamma(x):
 def digamma(x):
     """The digamma function (torch.digamma), differentiable (derivative trigamma). Host-computed."""
     return _Digamma.apply(x)
+
+
+class BinaryParams:
+    """``logits`` from ``probs`` and ``probs`` from ``logits`` (binary form), whichever was not given:
+    the two lazy properties of Bernoulli, Binomial and Geometric."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)

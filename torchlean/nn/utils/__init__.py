@@ -234,21 +234,26 @@ def spectral_norm(module, name: str = "weight", n_power_iterations: int = 1, eps
     """The older, hook-based spectral normalization: parameter ``<name>_orig``, buffers ``<name>_u`` and
     ``<name>_v``; ``dim`` defaults to 1 for transposed convolutions, else 0."""
     if dim is None:
-        from ..pooling import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+        from .parametrizations import _spectral_dim
+        dim = _spectral_dim(module)
     SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
     return module
 
 
-def remove_spectral_norm(module, name: str = "weight"):
-    """Undo :func:`spectral_norm`: ``<name>`` is a parameter again, holding the current normalized weight."""
+def _remove_hook(module, cls, name, what):
+    """Undo the forward pre-hook of ``cls`` on ``name``: the parameter is back, with its current value."""
     table = module._hooks("forward_pre")
     for k, (hook, _) in list(table.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
+        if isinstance(hook, cls) and hook.name == name:
             hook.remove(module)
             del table[k]
             return module
-    raise DomainError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
+    raise DomainError(f"{what} of '{name}' not found in {type(module).__name__}")
+
+
+def remove_spectral_norm(module, name: str = "weight"):
+    """Undo :func:`spectral_norm`: ``<name>`` is a parameter again, holding the current normalized weight."""
+    return _remove_hook(module, SpectralNorm, name, "spectral_norm")
 
 
 def weight_norm(module, name: str = "weight", dim=0):
@@ -260,10 +265,4 @@ def weight_norm(module, name: str = "weight", dim=0):
 
 def remove_weight_norm(module, name: str = "weight"):
     """Undo :func:`weight_norm`: ``<name>`` is a parameter again, holding the current normalized weight."""
-    table = module._hooks("forward_pre")
-    for k, (hook, _) in list(table.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            hook.remove(module)
-            del table[k]
-            return module
-    raise DomainError(f"weight_norm of '{name}' not found in {type(module).__name__}")
+    return _remove_hook(module, WeightNorm, name, "weight_norm")

@@ -118,6 +118,13 @@ class _SpectralNorm(Module):
         return value
 
 
+def _spectral_dim(module) -> int:
+    """The weight axis spectral normalization treats as the output one: 1 for transposed
+    convolutions, 0 otherwise (torch's default)."""
+    from ..pooling import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+
+
 def spectral_norm(module, name: str = "weight", n_power_iterations: int = 1, eps: float = 1e-12, dim=None):
     """Divide ``module.<name>`` by its spectral norm (power iteration). ``dim`` defaults to 1 for transposed
     convolutions and 0 otherwise; the vectors ``_u``, ``_v`` are buffers of the parametrization."""
@@ -125,7 +132,6 @@ def spectral_norm(module, name: str = "weight", n_power_iterations: int = 1, eps
     if not isinstance(weight, Tensor):
         raise DomainError(f"Module '{type(module).__name__}' has no parameter or buffer with name '{name}'")
     if dim is None:
-        from ..pooling import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+        dim = _spectral_dim(module)
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
     return module
