@@ -16,7 +16,7 @@ from ..ops import arange
 from ..ops import bernoulli as _bernoulli
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import BinaryParams, broadcast_all
 
 __all__ = ["Bernoulli"]
@@ -44,16 +44,8 @@ class Bernoulli(BinaryParams, Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = _size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(tuple(batch_shape))
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(tuple(batch_shape))
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_binary(Bernoulli, batch_shape, _instance)
+        new._param = new.__dict__["probs"] if "probs" in self.__dict__ else new.__dict__["logits"]
         return new
 
     @property

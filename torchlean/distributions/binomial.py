@@ -44,16 +44,7 @@ class Binomial(BinaryParams, Distribution):
         super().__init__(param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Binomial, _instance)
-        batch_shape = _size(batch_shape)
-        new.total_count = self.total_count.expand(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(tuple(batch_shape))
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_binary(Binomial, batch_shape, _instance, "total_count")
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):

@@ -19,7 +19,7 @@ from ..nn.functional import binary_cross_entropy_with_logits
 from ..ops import rand, tensor, xlogy
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution, _size
+from .distribution import Distribution
 from .utils import _LGAMMA, BinaryParams, broadcast_all, lgamma
 
 __all__ = ["Poisson", "Geometric"]
@@ -121,15 +121,7 @@ class Geometric(BinaryParams, Distribution):
         super().__init__(Size() if scalar else param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Geometric, _instance)
-        batch_shape = _size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(tuple(batch_shape))
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(tuple(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_binary(Geometric, batch_shape, _instance)
 
     @property
     def mean(self):
