@@ -16,8 +16,8 @@ from ..ops import arange
 from ..ops import bernoulli as _bernoulli
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution
-from .utils import BinaryParams, broadcast_all
+from .distribution import BinaryParams, Distribution
+from .utils import broadcast_all
 
 __all__ = ["Bernoulli"]
 

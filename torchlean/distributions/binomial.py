@@ -17,8 +17,8 @@ from ..ops import arange, rand, tensor
 from ..tensor import Size, no_grad
 from . import constraints
 from .categorical import Categorical
-from .distribution import Distribution, _size
-from .utils import BinaryParams, broadcast_all, lgamma
+from .distribution import BinaryParams, Distribution, _size
+from .utils import broadcast_all, lgamma
 
 __all__ = ["Binomial", "Multinomial"]
 

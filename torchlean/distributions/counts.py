@@ -19,8 +19,8 @@ from ..nn.functional import binary_cross_entropy_with_logits
 from ..ops import rand, tensor, xlogy
 from ..tensor import Size, no_grad
 from . import constraints
-from .distribution import Distribution
-from .utils import _LGAMMA, BinaryParams, broadcast_all, lgamma
+from .distribution import BinaryParams, Distribution
+from .utils import _LGAMMA, broadcast_all, lgamma
 
 __all__ = ["Poisson", "Geometric"]
 

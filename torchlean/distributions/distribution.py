@@ -20,7 +20,7 @@ from ..errors import AbstractMethodError
 from ..ops import exp
 from ..tensor import Size, Tensor, no_grad
 from . import constraints
-from .utils import lazy_property
+from .utils import lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Distribution"]
 
@@ -198,3 +198,27 @@ class Distribution:
             f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else repr(self.__dict__[p].shape)}"
             for p in param_names)
         return self.__class__.__name__ + "(" + args_string + ")"
+
+
+class BinaryParams:
+    """``logits`` from ``probs`` and ``probs`` from ``logits`` (binary form), whichever was not given:
+    the two lazy properties of Bernoulli, Binomial and Geometric."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    def _expand_binary(self, cls, batch_shape, _instance, *others):
+        """``expand`` of such a distribution: whichever of probs / logits it holds, and ``others``."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = _size(batch_shape)
+        for name in ("probs", "logits") + others:
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(tuple(batch_shape)))
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new

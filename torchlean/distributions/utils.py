@@ -203,27 +203,3 @@ def digamma(x):
     """The digamma function (torch.digamma), differentiable (derivative trigamma). Host-computed."""
     return _Digamma.apply(x)
 
-
-class BinaryParams:
-    """``logits`` from ``probs`` and ``probs`` from ``logits`` (binary form), whichever was not given:
-    the two lazy properties of Bernoulli, Binomial and Geometric."""
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    def _expand_binary(self, cls, batch_shape, _instance, *others):
-        """``expand`` of such a distribution: whichever of probs / logits it holds, and ``others``."""
-        from .distribution import Distribution, _size
-        new = self._get_checked_instance(cls, _instance)
-        batch_shape = _size(batch_shape)
-        for name in ("probs", "logits") + others:
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(tuple(batch_shape)))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
