@@ -1,6 +1,7 @@
 """torch.utils.checkpoint, torch.fft's real helpers, torch.special and torch.jit under torchlean, against
 torch: values, gradients, warnings and the errors of what has no counterpart here."""
 
+import math
 import subprocess
 import sys
 import warnings
@@ -204,3 +205,53 @@ def test_container_is_a_deprecated_module_holder():
     with pytest.warns(FutureWarning, match="nn.Container` is deprecated"):
         c = tl.nn.Container(a=tl.nn.Linear(2, 2), b=tl.nn.ReLU())
     assert list(c.state_dict()) == ["a.weight", "a.bias"] and isinstance(c.b, tl.nn.ReLU)
+
+
+GAMMA_X = np.array([-2.5, -0.3, 0.2, 0.5, 1.0, 2.0, 3.7, 9.5, 12.0, 150.0])
+GAMMA = [("lgamma", lambda m, x: m.lgamma(x)), ("digamma", lambda m, x: x.digamma()),
+         ("special.gammaln", lambda m, x: m.special.gammaln(x)), ("special.psi", lambda m, x: m.special.psi(x)),
+         ("polygamma0", lambda m, x: m.polygamma(0, x)),
+         ("special.multigammaln", lambda m, x: m.special.multigammaln(x.abs() + 1.5, 3)),
+         ("mvlgamma", lambda m, x: (x.abs() + 2).mvlgamma(p=2))]
+
+
+@pytest.mark.parametrize("name,fn", GAMMA, ids=[n for n, _ in GAMMA])
+def test_gamma_family_values_and_gradients_match_torch(name, fn):
+    for dtype in (np.float64, np.float32):
+        x = GAMMA_X.astype(dtype)
+        ours, og = _grads(tl, fn, x)
+        theirs, tg = _grads(torch, fn, x)
+        assert ours.dtype == theirs.dtype
+        tol = 1e-12 if dtype == np.float64 else 2e-6
+        np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
+        # torch's float64 trigamma is good to ~1e-9 (1.6449340676 at 1, where pi^2/6 = 1.6449340668)
+        np.testing.assert_allclose(og[0], tg[0], rtol=max(tol, 2e-9), atol=tol)
+
+
+def test_trigamma_poles_integers_and_errors_follow_torch():
+    x = np.array([-3.0, -1.0, 0.0, 0.25, 1.0, 7.0, np.inf, np.nan, -0.0, -np.inf])
+    for name, f in (("lgamma", lambda m, t: m.lgamma(t)), ("digamma", lambda m, t: m.digamma(t)),
+                    ("trigamma", lambda m, t: m.polygamma(1, t))):
+        ours = f(tl, tl.tensor(x)).numpy()
+        theirs = f(torch, torch.tensor(x)).numpy()
+        if name == "trigamma":   # a double pole at 0, -1, ...: torch gives inf at 0 but ~1e32 below it
+            assert np.all(ours[:3] == np.inf) and np.all(theirs[:3] > 1e30) and ours[8] == theirs[8] == np.inf
+            ours, theirs = ours[np.r_[3:8, 9]], theirs[np.r_[3:8, 9]]
+        rtol = 2e-9 if name == "trigamma" else 1e-12     # torch's trigamma: ~1e-9 (see above)
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, err_msg=name)   # NaN and inf where torch has them
+    exact = tl.polygamma(1, tl.tensor([1.0, 0.5], dtype=tl.float64)).tolist()
+    assert exact == pytest.approx([math.pi ** 2 / 6, math.pi ** 2 / 2], rel=1e-14)
+    ints = tl.lgamma(tl.tensor([1, 2, 5]))
+    assert ints.dtype == tl.float32 and ints.tolist() == pytest.approx([0.0, 0.0, math.log(24.0)], abs=1e-6)
+    y = tl.tensor([2.5, 4.0])
+    y.lgamma_()
+    assert y.tolist() == pytest.approx(torch.tensor([2.5, 4.0]).lgamma_().tolist())
+    t = tl.tensor([1.5], requires_grad=True)
+    with pytest.raises(TorchLeanError, match="polygamma of order 2"):
+        tl.polygamma(1, t).backward()
+    with pytest.raises(TorchLeanError, match="order n = 3 is not supported"):
+        tl.polygamma(3, t)
+    with pytest.raises(TorchLeanError, match="negative n"):
+        tl.polygamma(-1, t)
+    with pytest.raises(TorchLeanError, match=r"mvlgamma: All elements must be greater than \(p-1\)/2 = 1.0"):
+        tl.mvlgamma(tl.tensor([0.9, 3.0]), 3)

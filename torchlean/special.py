@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 __all__ = ["erf", "erfc", "erfinv", "expm1", "log1p", "exp2", "expit", "logit", "xlogy", "xlog1py", "logsumexp",
-           "softmax", "log_softmax", "round", "ndtr", "sinc"]
+           "softmax", "log_softmax", "round", "ndtr", "sinc", "gammaln", "digamma", "psi", "polygamma",
+           "multigammaln"]
 
 
 def _ops():
@@ -27,6 +28,10 @@ def __getattr__(name):
         return getattr(_ops(), name)
     if name == "expit":
         return _ops().sigmoid
+    gamma = {"gammaln": "lgamma", "digamma": "digamma", "psi": "digamma", "polygamma": "polygamma",
+             "multigammaln": "mvlgamma"}
+    if name in gamma:
+        return getattr(_ops(), gamma[name])
     raise AttributeError(f"module 'torchlean.special' has no attribute {name!r}")
 
 

@@ -17,10 +17,11 @@ import numpy as np
 from ..dtypes import finfo, float64
 from ..nn.functional import binary_cross_entropy_with_logits
 from ..ops import rand, tensor, xlogy
+from ..ops.gamma import _LGAMMA
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import BinaryParams, Distribution
-from .utils import _LGAMMA, broadcast_all, lgamma
+from .utils import broadcast_all, lgamma
 
 __all__ = ["Poisson", "Geometric"]
 

@@ -16,9 +16,9 @@ from numbers import Number
 
 import numpy as np
 
-from ..autograd import Function
 from ..dtypes import finfo, get_default_dtype
 from ..ops import broadcast_tensors, tensor
+from ..ops.gamma import digamma, lgamma  # the special functions, host-computed and differentiable
 from ..tensor import Tensor
 
 __all__ = ["broadcast_all", "clamp_probs", "digamma", "lazy_property", "lgamma", "logits_to_probs",
@@ -103,103 +103,3 @@ def vec_to_tril_matrix(vec, diag=0):
     from ..ops import cat, zeros
     padded = cat([vec, zeros(tuple(vec.shape[:-1]) + (1,), dtype=vec.dtype)], -1)
     return padded[..., tensor(idx.tolist())].reshape(tuple(vec.shape[:-1]) + (n, n))
-
-
-# ---- special functions (float64 on the host, rounded to the input's dtype) -------------------------
-
-_LGAMMA = np.frompyfunc(math.lgamma, 1, 1)
-
-
-def _np_lgamma(x):
-    out = np.empty_like(x)
-    finite = np.isfinite(x)
-    ok = finite & ~((x <= 0) & (x == np.floor(x)))
-    out[ok] = _LGAMMA(x[ok]).astype(np.float64)
-    out[~ok & finite] = np.inf           # poles at 0, -1, -2, ...
-    out[np.isinf(x)] = np.inf
-    out[np.isnan(x)] = np.nan
-    return out
-
-
-def _np_polygamma(x, order):
-    """digamma (order 0) or trigamma (order 1): recurrence up to x >= 10, then the asymptotic series;
-    reflection for x < 0.5 (torch's conventions: digamma(0) = -inf, poles at negative integers nan)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.full(x.shape, np.nan)
-    refl = x < 0.5
-    y = np.where(refl, 1.0 - x, x)
-    acc = np.zeros_like(y)
-    while True:
-        small = y < 10
-        if not small.any():
-            break
-        acc = np.where(small, acc + (1.0 / y if order == 0 else 1.0 / (y * y)), acc)
-        y = np.where(small, y + 1, y)
-    z = 1.0 / (y * y)
-    if order == 0:
-        series = np.log(y) - 0.5 / y - z * (1 / 12 - z * (1 / 120 - z * (1 / 252 - z * (1 / 240 - z * (1 / 132)))))
-        val = series - acc
-    else:
-        series = 1 / y + z / 2 + z / y * (1 / 6 - z * (1 / 30 - z * (1 / 42 - z * (1 / 30))))
-        val = series + acc
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.sin(np.pi * x)
-        if order == 0:
-            val = np.where(refl, val - np.pi * np.cos(np.pi * x) / s, val)
-        else:
-            val = np.where(refl, -val + (np.pi / s) ** 2, val)
-    pole = (x <= 0) & (x == np.floor(x))
-    out = np.where(pole, np.nan, val)
-    if order == 0:
-        out = np.where(x == 0, -np.inf, out)
-    return np.where(np.isnan(x), np.nan, out)
-
-
-def _host(x):
-    return np.asarray(x.detach().cpu().numpy(), dtype=np.float64)
-
-
-def _back(a, like):
-    return tensor(a.astype(like.dtype.dtype if hasattr(like.dtype, "dtype") else np.float32), dtype=like.dtype,
-                  device=like.device)
-
-
-def _trigamma(x):
-    """trigamma(x) as a tensor like ``x``: digamma's derivative. Custom Functions' backwards run
-    without recording (no higher-order gradients through them), so this needs no gradient itself."""
-    return _back(_np_polygamma(_host(x), 1), x)
-
-
-class _Digamma(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _back(_np_polygamma(_host(x), 0), x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * _trigamma(x)
-
-
-class _Lgamma(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _back(_np_lgamma(_host(x)), x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * _Digamma.apply(x)
-
-
-def lgamma(x):
-    """log|Gamma(x)| elementwise (torch.lgamma), differentiable (derivative digamma). Host-computed."""
-    return _Lgamma.apply(x)
-
-
-def digamma(x):
-    """The digamma function (torch.digamma), differentiable (derivative trigamma). Host-computed."""
-    return _Digamma.apply(x)
-
