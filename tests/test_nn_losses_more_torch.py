@@ -454,3 +454,26 @@ def test_more_losses_on_cuda_match_cpu():
         res.append((out.output.cpu().numpy(), xi.grad.cpu().numpy(), lm.predict(xi.detach()).cpu().numpy()))
     for a, b in zip(res[0], res[1]):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bce_at_probabilities_0_and_1_has_torchs_finite_gradients(dtype):
+    # a sigmoid that saturates to exactly 0 or 1 used to give NaN gradients (0 x inf in the clamped
+    # log) and NaN weights a step later; torch's boundary slope is (x - t) / 1e-12
+    x = np.array([1.0, 0.0, 1.0, 0.0, 0.5, 0.25], dtype)
+    t = np.array([0.0, 1.0, 1.0, 0.0, 1.0, 0.7], dtype)
+    out = []
+    for m in (tl, torch):
+        xt, tt = m.tensor(x, requires_grad=True), m.tensor(t, requires_grad=True)
+        loss = m.nn.functional.binary_cross_entropy(xt, tt, reduction="sum")
+        loss.backward()
+        out.append((loss.item(), xt.grad.numpy(), tt.grad.numpy()))
+    (lv, gx, gt), (tv, tgx, tgt) = out
+    assert lv == pytest.approx(tv, rel=1e-6) and np.isfinite(gx).all() and np.isfinite(gt).all()
+    np.testing.assert_allclose(gx, tgx, rtol=1e-6)
+    ok = np.isfinite(tgt)                   # torch's target gradient is -inf / inf where x is 0 or 1
+    np.testing.assert_allclose(gt[ok], tgt[ok], rtol=1e-6)
+    np.testing.assert_allclose(gt[~ok], np.where(x[~ok] == 1, -100.0, 100.0))   # the clamped logs' difference
+    z = tl.tensor(np.array([40.0, -120.0, 3.0], dtype), requires_grad=True)      # sigmoid -> exactly 1, 0
+    L.binary_cross_entropy(tl.sigmoid(z), tl.tensor(np.array([1.0, 0.0, 1.0], dtype))).backward()
+    assert np.isfinite(z.grad.numpy()).all()

@@ -264,7 +264,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
                          reduction="mean"):
     """-w (t log x + (1 - t) log(1 - x)) on probabilities x in [0, 1]; each log is clamped at -100
-    as in PyTorch, so x = 0 or 1 gives a finite loss."""
+    as in PyTorch, so x = 0 or 1 gives a finite loss. Where a log is clamped its gradient is torch's
+    boundary slope, (x - t) / 1e-12, never 0 x inf = NaN (see :func:`_clamped_log`)."""
     op = "binary_cross_entropy"
     _tensor(input, op), _tensor(target, op, "target")
     reduction = _legacy(size_average, reduce, reduction)
@@ -274,10 +275,27 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
     if input.numel() and bool(((input < 0) | (input > 1)).any()):
         raise DomainError(f"{op}: all elements of input should be between 0 and 1")
-    loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (-input).log1p().clamp(min=-100.0))
+    loss = -(target * _clamped_log(input) + (1 - target) * _clamped_log(input, complement=True))
     if weight is not None:
         loss = loss * _like(weight, input, op)
     return _reduce(loss, reduction)
+
+
+_LOG_FLOOR = math.exp(-100.0)
+
+
+def _clamped_log(x, complement=False):
+    """``max(log(u), -100)`` with ``u = x`` (or ``u = 1 - x`` with ``complement``), differentiable so that
+    BCE's gradient is torch's at the boundaries, never 0 x inf = NaN: where the log is clamped it is
+    ``-100 + 1e12 u`` (torch's slope ``(x - t) / 1e-12``), and at ``u = 1`` (the other boundary, where
+    torch's formula gives that slope alone) it is 0 with slope 0."""
+    u = 1 - x if complement else x
+    floor = x >= 1 if complement else x <= _LOG_FLOOR   # log1p(-x) >= -100 for every float x < 1
+    top = x == 0 if complement else x == 1
+    normal = ~(floor | top)
+    safe = where(normal, x, x.detach() * 0 + 0.5)
+    val = (-safe).log1p() if complement else safe.log()
+    return where(normal, val, where(floor, u * 1e12 - 100.0, u * 0))
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
