@@ -255,3 +255,10 @@ def test_trigamma_poles_integers_and_errors_follow_torch():
         tl.polygamma(-1, t)
     with pytest.raises(TorchLeanError, match=r"mvlgamma: All elements must be greater than \(p-1\)/2 = 1.0"):
         tl.mvlgamma(tl.tensor([0.9, 3.0]), 3)
+
+
+def test_tensor_kind_predicates_are_torchs_for_dense_cpu_tensors():
+    names = ("is_sparse", "is_sparse_csr", "is_quantized", "is_meta", "is_mps", "is_xpu", "is_mkldnn", "is_nested",
+             "is_cuda", "is_cpu")
+    ours, theirs = tl.ones(2, 3), torch.ones(2, 3)
+    assert {n: getattr(ours, n) for n in names} == {n: getattr(theirs, n) for n in names}

@@ -232,6 +232,11 @@ class Tensor(Variable):
     def is_cpu(self) -> bool:
         return device_of(self._value) == "cpu"
 
+    # Kinds of tensor torchlean does not have (no sparse, quantized, meta, nested or MKL-DNN tensors, no
+    # MPS or XPU devices): torch's predicates for them are False for every tensor here.
+    is_sparse = is_sparse_csr = is_quantized = is_meta = is_mps = is_xpu = is_mkldnn = is_nested = property(
+        lambda self: False)
+
     @property
     def ndim(self) -> int:
         return self._value.ndim
