@@ -32,9 +32,9 @@ LAYERS = [
     {"ops", "linalg", "autograd_api", "fft", "special", "jit", "futures"},
     {"nn", "optim", "multiprocessing", "distributions", "distributed"},
     {"ir"},
-    {"models", "data", "train", "utils", "hub"},
+    {"models", "data", "train", "utils", "hub", "vision"},
     {"", "quickstart"},          # "" is the package itself: the public namespace
-    {"cli", "__main__", "runner", "bench"},
+    {"cli", "__main__", "runner", "bench", "_alias"},
 ]
 
 

@@ -81,6 +81,11 @@ class SerializationError(TorchLeanError, ValueError):
     metadata record (naming the field), an unknown format."""
 
 
+class DatasetError(TorchLeanError, RuntimeError):
+    """A dataset that is not there: its files missing from the folder it names (and not downloadable
+    here), or an optional package it needs not installed."""
+
+
 class AbstractMethodError(TorchLeanError, NotImplementedError):
     """A base class's method that a user's subclass must define was called (torch's
     ``NotImplementedError`` of ``Dataset.__getitem__``, ``Sampler.__iter__``, ...)."""
