@@ -106,3 +106,35 @@ def test_cli_run_and_report(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "3"
     assert cli.main(["run", "--report", script]) == 0
     assert "100.0%" in capsys.readouterr().out
+
+
+def test_spawned_children_of_a_run_program_get_torchlean_too(tmp_path):
+    # multiprocessing's spawn starts a fresh interpreter that re-imports the program: its `import torch`
+    # and `import torchvision` must be torchlean's as in the parent (not a torch installed beside it)
+    script = _write(tmp_path, "spawner.py", """
+        import torch
+        import torch.multiprocessing as mp
+        import torchvision.transforms as T
+
+        def child(q, t):
+            t.add_(1)                                  # a shared tensor, updated in place
+            q.put((torch.__name__, T.__name__, type(T.ToTensor()).__module__))
+
+        if __name__ == "__main__":
+            mp.set_start_method("spawn", force=True)
+            t = torch.zeros(3).share_memory_()
+            q = mp.Queue()
+            p = mp.Process(target=child, args=(q, t))
+            p.start()
+            names = q.get(timeout=120)
+            p.join()
+            print("child", names, "exit", p.exitcode, "shared", t.tolist())
+        """)
+    out = io.StringIO()
+    import contextlib
+    with contextlib.redirect_stdout(out):
+        code = runner.run_script(script, out=out)
+    assert code == 0, out.getvalue()
+    assert ("child ('torchlean', 'torchlean.vision.transforms', 'torchlean.vision.transforms') exit 0 "
+            "shared [1.0, 1.0, 1.0]") in out.getvalue()
+    assert not any(isinstance(f, runner.TorchAlias) for f in sys.meta_path)

@@ -29,6 +29,22 @@ import traceback
 __all__ = ["TorchAlias", "run_script", "torch_names", "resolve", "report", "MissingTorchName"]
 
 _ROOT = "torch"
+# The top-level names answered here, and the torchlean package that stands for each.
+_ALIASES = {"torch": "torchlean", "torchvision": "torchlean.vision"}
+
+
+def _root_of(fullname: str) -> str | None:
+    """The aliased top-level name ``fullname`` is or lies under, else None."""
+    top = fullname.split(".", 1)[0]
+    return top if top in _ALIASES else None
+
+
+def _source(module: str) -> str:
+    """The program's name for torchlean module ``module`` (``torchlean.vision.x`` -> ``torchvision.x``)."""
+    for root, target in sorted(_ALIASES.items(), key=lambda kv: -len(kv[1])):
+        if module == target or module.startswith(target + "."):
+            return root + module[len(target):]
+    return module
 
 
 class MissingTorchName(ImportError):
@@ -36,7 +52,8 @@ class MissingTorchName(ImportError):
 
 
 def _target(fullname: str) -> str:
-    return "torchlean" + fullname[len(_ROOT):]
+    root = _root_of(fullname) or _ROOT
+    return _ALIASES[root] + fullname[len(root):]
 
 
 class _Loader(importlib.abc.Loader):
@@ -51,10 +68,11 @@ class _Loader(importlib.abc.Loader):
 
 
 class TorchAlias(importlib.abc.MetaPathFinder):
-    """Maps ``torch`` and ``torch.*`` imports to ``torchlean`` and ``torchlean.*``."""
+    """Maps ``torch`` and ``torch.*`` imports to ``torchlean`` and ``torchlean.*``, and ``torchvision``
+    and ``torchvision.*`` to ``torchlean.vision`` and ``torchlean.vision.*``."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != _ROOT and not fullname.startswith(_ROOT + "."):
+        if _root_of(fullname) is None:
             return None
         try:
             module = importlib.import_module(_target(fullname))
@@ -63,7 +81,7 @@ class TorchAlias(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_loader(fullname, _Loader(module))
 
     def __enter__(self):
-        self._saved = {k: v for k, v in sys.modules.items() if k == _ROOT or k.startswith(_ROOT + ".")}
+        self._saved = {k: v for k, v in sys.modules.items() if _root_of(k)}
         for k in self._saved:
             del sys.modules[k]
         sys.meta_path.insert(0, self)
@@ -71,10 +89,24 @@ class TorchAlias(importlib.abc.MetaPathFinder):
 
     def __exit__(self, *exc):
         sys.meta_path.remove(self)
-        for k in [k for k in sys.modules if k == _ROOT or k.startswith(_ROOT + ".")]:
+        for k in [k for k in sys.modules if _root_of(k)]:
             del sys.modules[k]
         sys.modules.update(self._saved)
         return False
+
+
+_CHILD_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_alias")
+
+
+def alias_in_child(name: str) -> None:
+    """In a process a ``torchlean run`` program started (multiprocessing's spawn), make ``name`` (``torch``
+    or ``torchvision``) torchlean's module, with the import hook installed for its submodules. Imported
+    under any other name (``torchlean._alias.torch``, by a tool that imports every module) it does nothing."""
+    if name not in _ALIASES:
+        return
+    if not any(isinstance(f, TorchAlias) for f in sys.meta_path):
+        sys.meta_path.insert(0, TorchAlias())
+    sys.modules[name] = importlib.import_module(_target(name))
 
 
 def _program_line(tb, script: str) -> str:
@@ -102,16 +134,16 @@ def _missing_name(e: BaseException) -> str | None:
         name = getattr(e, "name", None)
         mod = getattr(obj, "__name__", None) if obj is not None else None
         if isinstance(mod, str) and name and (mod == "torchlean" or mod.startswith("torchlean.")):
-            return _ROOT + mod[len("torchlean"):] + "." + name
+            return _source(mod) + "." + name
         msg = str(e)
         if msg.startswith("module 'torchlean") and "has no attribute" in msg:
             mod = msg.split("'")[1]
             attr = msg.split("'")[3] if msg.count("'") >= 4 else "?"
-            return _ROOT + mod[len("torchlean"):] + "." + attr
+            return _source(mod) + "." + attr
     if isinstance(e, ImportError) and getattr(e, "name", None) and str(getattr(e, "name")).startswith("torchlean"):
         msg = str(e)
         if msg.startswith("cannot import name"):
-            return _ROOT + e.name[len("torchlean"):] + "." + msg.split("'")[1]
+            return _source(e.name) + "." + msg.split("'")[1]
     return None
 
 
@@ -127,6 +159,7 @@ def run_script(script: str, args=(), out=None) -> int:
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [script] + list(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    sys.path.insert(1, _CHILD_PATH)   # found only by spawned children: the hook answers here first
     try:
         with TorchAlias():
             runpy.run_path(script, run_name="__main__")
