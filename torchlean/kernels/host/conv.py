@@ -66,14 +66,32 @@ def _slab(off, s, dil, out):
                                for j, si, di, n in zip(off, s, dil, out))
 
 
-def _im2col(a, k, s, dil, out, groups, *, xp=np):
-    """Columns ``(N, G, C/G * K, P)`` of the padded input ``a (N, C, *Sp)`` (one copy)."""
+def _im2col(a, k, s, dil, out, groups, *, xp=np, batched=False):
+    """Columns ``(N, G, C/G * K, P)`` of the padded input ``a (N, C, *Sp)`` (one copy); ``batched``:
+    ``(G, C/G * K, N * P)``, the whole batch side by side for one GEMM (see :func:`_one_gemm`)."""
     n, c = a.shape[:2]
     d = len(k)
     w = _windows(a, k, s, dil, out, xp=xp)                 # (N, C, *out, *k), a view
     w = w.reshape((n, groups, c // groups) + w.shape[2:])  # still a view: C splits into (G, C/G)
-    perm = (0, 1, 2) + tuple(range(3 + d, 3 + 2 * d)) + tuple(range(3, 3 + d))
-    return w.transpose(perm).reshape(n, groups, (c // groups) * prod(k), prod(out))
+    kaxes, oaxes = tuple(range(3 + d, 3 + 2 * d)), tuple(range(3, 3 + d))
+    if batched:
+        return w.transpose((1, 2) + kaxes + (0,) + oaxes).reshape(groups, (c // groups) * prod(k), n * prod(out))
+    return w.transpose((0, 1, 2) + kaxes + oaxes).reshape(n, groups, (c // groups) * prod(k), prod(out))
+
+
+def _one_gemm(x, out):
+    """Whether the products of batch ``x (N, ...)`` run as one GEMM over ``N * P`` columns rather than
+    N GEMMs over P: for NumPy arrays whose output has few positions per sample (P < 512), where N thin
+    products (down to GEMVs at P = 1, and an ``(N, C_out, C_in K)`` temporary for the weight gradient)
+    cost up to 200x more; at larger P the output's transpose costs what the GEMM gains (BENCHMARKS.md).
+    CuPy arrays keep the per-sample products."""
+    return type(x).__module__ == "numpy" and x.shape[0] > 1 and prod(out) < 512
+
+
+def _batch_cols(g, groups):
+    """``g (N, C_out, *out)`` as ``(G, C_out/G, N * P)``, the layout of batched columns."""
+    n, co = g.shape[:2]
+    return g.reshape(n, groups, co // groups, -1).transpose(1, 2, 0, 3).reshape(groups, co // groups, -1)
 
 
 def _col2im(cols, sp, k, s, dil, out, *, xp=np):
@@ -89,8 +107,11 @@ def _conv_core(a, w, s, dil, out, groups, *, xp=np):
     """``(N, C_out, *out)`` = conv of the padded input ``a`` with weight ``w (C_out, C_in/G, *k)``."""
     n = a.shape[0]
     co, k = w.shape[0], w.shape[2:]
-    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
     wm = w.reshape(groups, co // groups, -1)
+    if _one_gemm(a, out):
+        y = xp.matmul(wm, _im2col(a, k, s, dil, out, groups, xp=xp, batched=True))   # (G, C_out/G, N * P)
+        return xp.ascontiguousarray(y.reshape((co, n) + tuple(out)).swapaxes(0, 1))
+    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
     return xp.matmul(wm, cols).reshape((n, co) + tuple(out))
 
 
@@ -111,9 +132,15 @@ def _conv_data_grad(g, w, spatial, s, p, dil, groups, *, xp=np):
         wf = wf[(Ellipsis,) + (slice(None, None, -1),) * len(k)].reshape((groups * cig, co // groups) + tuple(k))
         return _conv_core(_pad(g, q, xp=xp), wf, s, dil, tuple(spatial), groups, xp=xp)
     wm = w.reshape(groups, co // groups, -1)
-    gm = g.reshape(n, groups, co // groups, prod(out))
-    dcols = xp.matmul(wm.transpose(0, 2, 1), gm)           # (N, G, C_in/G * K, P)
-    dcols = dcols.reshape((n, groups * cig) + tuple(k) + tuple(out))
+    if _one_gemm(g, out):
+        dcols = xp.matmul(wm.transpose(0, 2, 1), _batch_cols(g, groups))   # (G, C_in/G * K, N * P)
+        d = len(k)
+        dcols = dcols.reshape((groups * cig,) + tuple(k) + (n,) + tuple(out))
+        dcols = dcols.transpose((1 + d, 0) + tuple(range(1, 1 + d)) + tuple(range(2 + d, 2 + 2 * d)))
+    else:
+        gm = g.reshape(n, groups, co // groups, prod(out))
+        dcols = xp.matmul(wm.transpose(0, 2, 1), gm)           # (N, G, C_in/G * K, P)
+        dcols = dcols.reshape((n, groups * cig) + tuple(k) + tuple(out))
     sp = tuple(S + 2 * pi for S, pi in zip(spatial, p))
     return xp.ascontiguousarray(_crop(_col2im(dcols, sp, k, s, dil, out, xp=xp), p))
 
@@ -122,6 +149,10 @@ def _conv_weight_grad(a, g, k, s, dil, groups, *, xp=np):
     """Adjoint of :func:`_conv_core` in its weight (``a`` the padded input): ``(C_out, C_in/G, *k)``."""
     n, co = g.shape[:2]
     out = g.shape[2:]
+    if _one_gemm(g, out):
+        cols = _im2col(a, k, s, dil, out, groups, xp=xp, batched=True)          # (G, C_in/G * K, N * P)
+        dw = xp.matmul(_batch_cols(g, groups), cols.transpose(0, 2, 1))        # (G, C_out/G, C_in/G * K)
+        return dw.reshape((co, a.shape[1] // groups) + tuple(k))
     cols = _im2col(a, k, s, dil, out, groups, xp=xp)
     gm = g.reshape(n, groups, co // groups, prod(out))
     dw = xp.matmul(gm, cols.transpose(0, 1, 3, 2))        # (N, G, C_out/G, C_in/G * K)
