@@ -29,7 +29,7 @@ LAYERS = [
     {"autograd"},
     {"testing"},
     {"tensor", "serialization", "torch_pickle", "capture", "cuda", "amp", "accelerator", "backends", "onnx"},
-    {"ops", "linalg", "autograd_api", "fft", "special", "jit", "futures"},
+    {"ops", "linalg", "autograd_api", "fft", "special", "jit", "futures", "sparse"},
     {"nn", "optim", "multiprocessing", "distributions", "distributed"},
     {"ir"},
     {"models", "data", "train", "utils", "hub", "vision"},

@@ -262,3 +262,32 @@ def test_tensor_kind_predicates_are_torchs_for_dense_cpu_tensors():
              "is_cuda", "is_cpu")
     ours, theirs = tl.ones(2, 3), torch.ones(2, 3)
     assert {n: getattr(ours, n) for n in names} == {n: getattr(theirs, n) for n in names}
+
+
+def test_sparse_coo_tensors_stored_dense_give_torchs_values_and_gradients():
+    idx = np.array([[0, 2, 2, 1], [1, 0, 0, 3]])
+    vals = np.array([1.5, -2.0, 4.0, 0.25])
+    dense = np.arange(8.0).reshape(4, 2)
+    ours_v, theirs_v = tl.tensor(vals, requires_grad=True), torch.tensor(vals, requires_grad=True)
+    a = tl.sparse_coo_tensor(idx, ours_v, (3, 4))
+    b = torch.sparse_coo_tensor(torch.tensor(idx), theirs_v, (3, 4))
+    np.testing.assert_array_equal(a.numpy() if not a.requires_grad else a.detach().numpy(),
+                                  b.to_dense().detach().numpy())                       # repeats add up
+    (tl.spmm(a.to_sparse(), tl.tensor(dense)) ** 2).sum().backward()
+    (torch.sparse.mm(b, torch.tensor(dense)) ** 2).sum().backward()
+    np.testing.assert_allclose(ours_v.grad.numpy(), theirs_v.grad.numpy(), rtol=1e-12)
+    c = tl.sparse_coo_tensor(idx[:1], tl.tensor(np.ones((4, 2))))                    # a dense trailing axis
+    d = torch.sparse_coo_tensor(torch.tensor(idx[:1]), torch.ones(4, 2))
+    assert tuple(c.shape) == tuple(d.shape) == (3, 2) and c.tolist() == d.to_dense().tolist()
+    ints = tl.sparse_coo_tensor(idx.T.T, tl.ones(4), (3, 4), dtype=tl.int64)
+    assert ints.dtype == tl.int64 and (tl.eye(3, 4) + ints).tolist() == \
+        (torch.eye(3, 4) + torch.sparse_coo_tensor(torch.tensor(idx), torch.ones(4), (3, 4), dtype=torch.int64)).tolist()
+    assert a.to_dense() is a and a.coalesce() is a and a.is_coalesced() and not a.is_sparse
+    assert tl.sparse.sum(ints).item() == 4 and tl.sparse.mm(ints.double(), tl.ones(4, 1, dtype=tl.float64)).tolist() \
+        == [[1.0], [1.0], [2.0]]
+    with pytest.raises(TorchLeanError, match=r"sparse_coo_tensor: index 3 is out of bounds for dimension 1 of size 3"):
+        tl.sparse_coo_tensor(idx, tl.tensor(vals), (3, 3))
+    with pytest.raises(TorchLeanError, match=r"values of shape \(3,\) must have nnz = 4"):
+        tl.sparse_coo_tensor(idx, tl.ones(3))
+    with pytest.raises(TorchLeanError, match="indices must be an integer tensor"):
+        tl.sparse_coo_tensor(tl.ones(2, 4), tl.ones(4))

@@ -29,7 +29,7 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "ir", "cuda", "models", "data", "autograd", "kernels", "spec", "testing", "linalg",
                 "backends", "accelerator", "amp", "utils", "multiprocessing", "hub", "serialization", "distributions", "onnx",
-                "distributed", "fft", "special", "jit", "futures"):
+                "distributed", "fft", "special", "jit", "futures", "sparse"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("set_float32_matmul_precision", "get_float32_matmul_precision"):
         return getattr(importlib.import_module(f"{__name__}.cuda"), name)

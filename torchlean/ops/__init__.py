@@ -9,7 +9,7 @@ from importlib import import_module
 from ..tensor import Tensor
 from .table import FUNCTIONS, METHODS, install  # noqa: F401 - METHODS: the registered Tensor methods
 
-_FAMILIES = ("creation", "math", "reduce", "index", "shape", "linalg", "higher", "gamma")
+_FAMILIES = ("creation", "math", "reduce", "index", "shape", "linalg", "higher", "gamma", "sparse")
 for _f in _FAMILIES:
     import_module(f"{__name__}.{_f}")
 from .inplace import install_inplace  # noqa: E402 - after every family: it derives the in-place forms
