@@ -138,3 +138,13 @@ def test_spawned_children_of_a_run_program_get_torchlean_too(tmp_path):
     assert ("child ('torchlean', 'torchlean.vision.transforms', 'torchlean.vision.transforms') exit 0 "
             "shared [1.0, 1.0, 1.0]") in out.getvalue()
     assert not any(isinstance(f, runner.TorchAlias) for f in sys.meta_path)
+
+
+def test_report_reads_torchvision_names_too():
+    names = runner.torch_names("import torchvision\nfrom torchvision import transforms as T\n"
+                               "import torchvision.models as models\nx = T.ToTensor()\nm = models.resnet18()\n"
+                               "y = torchvision.utils.make_grid\n")
+    assert {"torchvision", "torchvision.transforms.ToTensor", "torchvision.models.resnet18",
+            "torchvision.utils.make_grid"} <= names
+    assert runner.resolve("torchvision.transforms.ToTensor") is not None
+    assert runner.resolve("torchvision.transforms.ColorJitter") is None

@@ -191,23 +191,23 @@ def run_script(script: str, args=(), out=None) -> int:
 # ---- the static report ------------------------------------------------------------------------------
 
 def torch_names(source: str) -> set:
-    """Every dotted ``torch`` name a program's source uses: imported modules and names, and attribute
-    chains read from names bound to torch modules (``nn = torch.nn``; ``F.relu``)."""
+    """Every dotted ``torch`` (and ``torchvision``) name a program's source uses: imported modules and
+    names, and attribute chains read from names bound to their modules (``nn = torch.nn``; ``F.relu``)."""
     tree = ast.parse(source)
     bound: dict[str, str] = {}
     names: set = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name == _ROOT or a.name.startswith(_ROOT + "."):
+                root = _root_of(a.name)
+                if root:
                     parts = a.name.split(".")
                     names.update(".".join(parts[:i + 1]) for i in range(len(parts)))
                     if a.asname:
                         bound[a.asname] = a.name
                     else:
-                        bound[_ROOT] = _ROOT
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
-                node.module == _ROOT or node.module.startswith(_ROOT + ".")):
+                        bound[root] = root
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and _root_of(node.module):
             parts = node.module.split(".")
             names.update(".".join(parts[:i + 1]) for i in range(len(parts)))
             for a in node.names:

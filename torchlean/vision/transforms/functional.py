@@ -46,7 +46,7 @@ def pil():
     try:
         from PIL import Image
     except ImportError:
-        raise DatasetError("torchlean.vision: PIL images need Pillow (pip install pillow)") from None
+        raise DatasetError("torchlean.vision: PIL images need Pillow (pip install pillow, or torchlean[vision])") from None
     return Image
 
 
