@@ -28,9 +28,7 @@ import hashlib
 import io
 import os
 import pickle
-import shutil
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 
@@ -38,6 +36,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import DatasetError, SerializationError
+from ..fileio import atomic_write
 from ..utils.data import Dataset
 from .transforms.functional import pil
 
@@ -94,22 +93,23 @@ def _md5(path):
 
 
 def download_url(url, folder, filename, md5=None):
-    """Fetch ``url`` into ``folder/filename`` (skipped when it is there with the right MD5): written to a
-    temporary file in the same folder, checked, then renamed into place."""
-    os.makedirs(folder, exist_ok=True)
+    """Fetch ``url`` into ``folder/filename`` (skipped when it is there with the right MD5), written
+    atomically (:func:`torchlean.fileio.atomic_write`): a failed, interrupted or mismatching download
+    leaves nothing under the name."""
     target = os.path.join(folder, filename)
     if os.path.isfile(target) and (md5 is None or _md5(target) == md5):
         return target
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{filename}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - https/http URLs of the class
-            shutil.copyfileobj(r, out)
-        if md5 is not None and _md5(tmp) != md5:
+
+    def fetch(out):
+        h = hashlib.md5(usedforsecurity=False)
+        with urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - the dataset's own http(s) mirrors
+            for chunk in iter(lambda: r.read(1 << 20), b""):
+                h.update(chunk)
+                out.write(chunk)
+        if md5 is not None and h.hexdigest() != md5:
             raise DatasetError(f"download: {url} arrived with a different MD5 than {md5} (file discarded)")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    atomic_write(target, fetch)
     return target
 
 
