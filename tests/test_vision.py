@@ -352,3 +352,22 @@ def test_a_missing_torchvision_name_is_reported_as_torchvision(tmp_path):
     err = io.StringIO()
     assert runner.run_script(str(script), out=err) == 2
     assert "torchvision.datasets.NoSuchSet is not available in torchlean" in err.getvalue()
+
+
+def test_v2_transforms_match_v1_and_pass_other_inputs_through():
+    from torchlean.vision.transforms import v2
+    a = _rgb(10, 12)
+    v1 = transforms.Compose([transforms.ToTensor(), transforms.CenterCrop(6), transforms.Normalize((0.5,) * 3, (0.2,) * 3)])
+    new = v2.Compose([v2.ToImage(), v2.ToDtype(tl.float32, scale=True), v2.CenterCrop(6),
+                      v2.Normalize((0.5,) * 3, (0.2,) * 3)])
+    np.testing.assert_allclose(new(Image.fromarray(a)).numpy(), v1(Image.fromarray(a)).numpy(), rtol=1e-6)
+    img = v2.ToImage()(Image.fromarray(a))
+    assert img.dtype == tl.uint8 and tuple(img.shape) == (3, 10, 12)
+    x, label, extra = new(Image.fromarray(a), 3, "keep")
+    assert tuple(x.shape) == (3, 6, 6) and label == 3 and extra == "keep"
+    pair = v2.RandomHorizontalFlip(1.0)((tl.tensor(a.transpose(2, 0, 1).copy()), {"label": 1}))
+    np.testing.assert_array_equal(pair[0].numpy(), a.transpose(2, 0, 1)[:, :, ::-1])
+    assert pair[1] == {"label": 1}
+    back = v2.ToDtype(tl.uint8, scale=True)(tl.tensor([[[0.0, 1.0]]]))
+    assert back.dtype == tl.uint8 and back.tolist() == [[[0, 255]]]
+    assert v2.ToDtype(tl.float64)(img).max().item() == a.max()

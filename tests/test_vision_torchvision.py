@@ -93,3 +93,17 @@ def test_mnist_and_make_grid_equal_torchvisions(tmp_path):
     utils.save_image(tl.tensor(batch), tmp_path / "a.png", nrow=3, normalize=True)
     tv.utils.save_image(torch.tensor(batch), tmp_path / "b.png", nrow=3, normalize=True)
     np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "a.png")), np.asarray(Image.open(tmp_path / "b.png")))
+
+
+def test_v2_pipelines_equal_torchvisions():
+    _torchvision()
+    from torchlean.vision.transforms import v2
+    img = Image.fromarray(_rgb(21, 30, 4))
+
+    def make(T, dt):
+        return T.Compose([T.ToImage(), T.ToDtype(dt, scale=True), T.Resize(12), T.CenterCrop(10),
+                          T.Normalize((0.4, 0.5, 0.6), (0.2, 0.3, 0.4))])
+    ours = make(v2, tl.float32)(img)
+    import torchvision.transforms.v2 as tv2
+    theirs = make(tv2, torch.float32)(img)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=2e-6)
