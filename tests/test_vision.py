@@ -371,3 +371,38 @@ def test_v2_transforms_match_v1_and_pass_other_inputs_through():
     back = v2.ToDtype(tl.uint8, scale=True)(tl.tensor([[[0.0, 1.0]]]))
     assert back.dtype == tl.uint8 and back.tolist() == [[[0, 255]]]
     assert v2.ToDtype(tl.float64)(img).max().item() == a.max()
+
+
+def test_colour_jitter_and_erasing():
+    from PIL import ImageEnhance
+    a = _rgb(8, 10)
+    p = Image.fromarray(a)
+    np.testing.assert_array_equal(np.asarray(TF.adjust_contrast(p, 0.5)),
+                                  np.asarray(ImageEnhance.Contrast(p).enhance(0.5)))
+    x = tl.tensor(a.transpose(2, 0, 1).astype(np.float32) / 255)
+    np.testing.assert_allclose(TF.adjust_brightness(x, 0.5).numpy(), x.numpy() * 0.5, rtol=1e-6)
+    grey = TF.adjust_saturation(x, 0.0).numpy()
+    np.testing.assert_allclose(grey[0], grey[2], rtol=1e-6)                 # no colour left
+    for h in (0.0, 0.5, -0.5):                                              # a full or null turn of the hue wheel
+        back = TF.adjust_hue(TF.adjust_hue(x, h), -h) if h else TF.adjust_hue(x, 0.0)
+        np.testing.assert_allclose(back.numpy(), x.numpy(), atol=2e-6)
+    jit = transforms.ColorJitter(0.4, 0.4, 0.4, 0.1)
+    tl.manual_seed(5)
+    one = jit(x)
+    tl.manual_seed(5)
+    np.testing.assert_array_equal(jit(x).numpy(), one.numpy())
+    assert not np.array_equal(one.numpy(), x.numpy()) and 0 <= one.min().item() and one.max().item() <= 1
+    assert transforms.ColorJitter().brightness is None and transforms.ColorJitter(hue=0.2).hue == (-0.2, 0.2)
+    with pytest.raises(DomainError, match=r"hue values should be between \(-0.5, 0.5\)"):
+        transforms.ColorJitter(hue=0.7)
+    tl.manual_seed(0)
+    e = transforms.RandomErasing(p=1.0, value=(0.1, 0.2, 0.3))(x)
+    changed = (e.numpy() != x.numpy()).any(axis=0)
+    rows, cols = np.flatnonzero(changed.any(axis=1)), np.flatnonzero(changed.any(axis=0))
+    assert changed.sum() > 0 and changed[rows.min():rows.max() + 1, cols.min():cols.max() + 1].all()
+    np.testing.assert_allclose(e.numpy()[:, rows.min(), cols.min()], [0.1, 0.2, 0.3], rtol=1e-6)
+    assert transforms.RandomErasing(p=0.0)(x) is x
+    with pytest.raises(DomainError, match="should be a number or a sequence of length 1 or 3"):
+        transforms.RandomErasing(p=1.0, value=(1, 2))(x)
+    from torchlean.vision.transforms import v2
+    assert v2.ColorJitter(0.2)(x, 4)[1] == 4

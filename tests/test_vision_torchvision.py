@@ -107,3 +107,22 @@ def test_v2_pipelines_equal_torchvisions():
     import torchvision.transforms.v2 as tv2
     theirs = make(tv2, torch.float32)(img)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("fn,factor", [("adjust_brightness", 1.3), ("adjust_brightness", 0.4),
+                                       ("adjust_contrast", 0.6), ("adjust_contrast", 1.7),
+                                       ("adjust_saturation", 0.3), ("adjust_saturation", 1.8),
+                                       ("adjust_hue", 0.2), ("adjust_hue", -0.45)])
+def test_colour_adjustments_equal_torchvisions(fn, factor):
+    tv = _torchvision()
+    a = _rgb(9, 11, 5)
+    ours = getattr(TF, fn)(Image.fromarray(a), factor)
+    theirs = getattr(tv.transforms.functional, fn)(Image.fromarray(a), factor)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))          # PIL: Pillow's own enhancers
+    x = a.transpose(2, 0, 1).astype(np.float32) / 255
+    ours_t = getattr(TF, fn)(tl.tensor(x), factor).numpy()
+    theirs_t = getattr(tv.transforms.functional, fn)(torch.tensor(x), factor).numpy()
+    np.testing.assert_allclose(ours_t, theirs_t, rtol=1e-5, atol=2e-6)
+    u8 = getattr(TF, fn)(tl.tensor(a.transpose(2, 0, 1).copy()), factor).numpy().astype(int)
+    tu8 = getattr(tv.transforms.functional, fn)(torch.tensor(a.transpose(2, 0, 1).copy()), factor).numpy().astype(int)
+    assert np.abs(u8 - tu8).max() <= 1          # uint8 rounding of a float32 intermediate

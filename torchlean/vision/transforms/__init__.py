@@ -23,8 +23,8 @@ from .functional import InterpolationMode
 
 __all__ = ["Compose", "ToTensor", "PILToTensor", "ToPILImage", "ConvertImageDtype", "Normalize", "Resize",
            "CenterCrop", "RandomCrop", "Pad", "Lambda", "RandomHorizontalFlip", "RandomVerticalFlip",
-           "RandomResizedCrop", "Grayscale", "RandomApply", "RandomChoice", "RandomOrder", "InterpolationMode",
-           "functional"]
+           "RandomResizedCrop", "Grayscale", "RandomApply", "RandomChoice", "RandomOrder", "ColorJitter",
+           "RandomErasing", "InterpolationMode", "functional"]
 
 
 def _pair(size, name):
@@ -313,3 +313,95 @@ class RandomOrder:
         for i in ops.randperm(len(self.transforms)).tolist():
             img = self.transforms[i](img)
         return img
+
+
+def _jitter_range(value, name, center=1.0, bound=(0.0, float("inf")), clip_first_on_zero=True):
+    """torchvision's ranges: a number v means [center - v, center + v] (clipped at 0 for the factors)."""
+    if isinstance(value, numbers.Number):
+        if value < 0:
+            raise DomainError(f"ColorJitter: if {name} is a single number, it must be non negative, got {value}")
+        value = [center - float(value), center + float(value)]
+        if clip_first_on_zero:
+            value[0] = max(value[0], 0.0)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        value = [float(value[0]), float(value[1])]
+    else:
+        raise DTypeError(f"ColorJitter: {name} should be a single number or a list/tuple with length 2")
+    if not bound[0] <= value[0] <= value[1] <= bound[1]:
+        raise DomainError(f"ColorJitter: {name} values should be between {bound}, got {value}")
+    return None if value[0] == value[1] == center else tuple(value)
+
+
+class ColorJitter(Module):
+    """Random brightness, contrast, saturation and hue changes, applied in a random order."""
+
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        super().__init__()
+        self.brightness = _jitter_range(brightness, "brightness")
+        self.contrast = _jitter_range(contrast, "contrast")
+        self.saturation = _jitter_range(saturation, "saturation")
+        self.hue = _jitter_range(hue, "hue", center=0.0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+
+    @staticmethod
+    def get_params(brightness, contrast, saturation, hue):
+        order = ops.randperm(4).tolist()
+        draw = [None if r is None else float(ops.empty(1).uniform_(r[0], r[1]).item())
+                for r in (brightness, contrast, saturation, hue)]
+        return (order, *draw)
+
+    def forward(self, img):
+        order, b, c, s, h = self.get_params(self.brightness, self.contrast, self.saturation, self.hue)
+        fns = (F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue)
+        for k in order:
+            factor = (b, c, s, h)[k]
+            if factor is not None:
+                img = fns[k](img, factor)
+        return img
+
+    def extra_repr(self):
+        return (f"brightness={self.brightness}, contrast={self.contrast}, saturation={self.saturation}, "
+                f"hue={self.hue}")
+
+
+class RandomErasing(Module):
+    """With probability ``p``, a random rectangle of a tensor image (area ``scale``, aspect ``ratio``) set
+    to ``value`` (a number, one per channel, or ``"random"``: standard normal noise)."""
+
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+        super().__init__()
+        if not isinstance(value, (numbers.Number, str, tuple, list)):
+            raise DTypeError("RandomErasing: argument value should be either a number or str or a sequence")
+        if isinstance(value, str) and value != "random":
+            raise DomainError(f"RandomErasing: if value is str, it should be 'random', got {value!r}")
+        if scale[0] > scale[1] or ratio[0] > ratio[1]:
+            raise DomainError(f"RandomErasing: scale and ratio should be (min, max), got {scale}, {ratio}")
+        if not 0 <= scale[0] <= 1 or not 0 <= scale[1] <= 1 or not 0 <= p <= 1:
+            raise DomainError(f"RandomErasing: scale {scale} and p {p} should be within [0, 1]")
+        self.p, self.scale, self.ratio, self.value, self.inplace = p, scale, ratio, value, inplace
+
+    @staticmethod
+    def get_params(img, scale, ratio, value=None):
+        c, h_img, w_img = F.get_dimensions(img)
+        area = h_img * w_img
+        log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+        for _ in range(10):
+            erase_area = area * float(ops.empty(1).uniform_(scale[0], scale[1]).item())
+            aspect = math.exp(float(ops.empty(1).uniform_(log_ratio[0], log_ratio[1]).item()))
+            h, w = int(round(math.sqrt(erase_area * aspect))), int(round(math.sqrt(erase_area / aspect)))
+            if not (h < h_img and w < w_img):
+                continue
+            v = ops.randn(c, h, w) if value is None else ops.tensor(list(value), dtype=img.dtype)[:, None, None]
+            return _randint(0, h_img - h + 1), _randint(0, w_img - w + 1), h, w, v
+        return 0, 0, h_img, w_img, img
+
+    def forward(self, img):
+        if float(ops.rand(1).item()) >= self.p:
+            return img
+        value = None if isinstance(self.value, str) else (
+            [self.value] if isinstance(self.value, numbers.Number) else list(self.value))
+        c = F.get_dimensions(img)[0]
+        if value is not None and len(value) not in (1, c):
+            raise DomainError(f"RandomErasing: value should be a number or a sequence of length 1 or {c} "
+                              f"(the image's channels), got {len(value)} values")
+        i, j, h, w, v = self.get_params(img, self.scale, self.ratio, value)
+        return F.erase(img, i, j, h, w, v.to(img.dtype), self.inplace)

@@ -20,14 +20,15 @@ from enum import Enum
 import numpy as np
 
 from ... import ops
-from ...dtypes import float32, uint8
+from ...dtypes import float32, int64, uint8
 from ...errors import DatasetError, DomainError, DTypeError, ShapeError
 from ...nn import functional as F
 from ...tensor import Tensor
 
 __all__ = ["InterpolationMode", "to_tensor", "pil_to_tensor", "to_pil_image", "normalize", "resize", "crop",
            "center_crop", "pad", "hflip", "vflip", "rgb_to_grayscale", "to_grayscale", "resized_crop",
-           "get_image_size", "get_dimensions", "convert_image_dtype"]
+           "get_image_size", "get_dimensions", "convert_image_dtype", "adjust_brightness", "adjust_contrast",
+           "adjust_saturation", "adjust_hue", "erase"]
 
 
 class InterpolationMode(Enum):
@@ -363,3 +364,122 @@ def convert_image_dtype(image, dtype=float32):
     if top_out > top_in:                         # torchvision's bit shifts: exact powers of two
         return image.to(dtype) * int((top_out + 1) // (top_in + 1))
     return (image // int((top_in + 1) // (top_out + 1))).to(dtype)
+
+
+# ---- colour ----------------------------------------------------------------------------------------
+
+def _blend(img1, img2, ratio):
+    """``ratio img1 + (1 - ratio) img2``, clamped to the image's range, in ``img1``'s dtype."""
+    fl = img1.dtype.is_floating_point
+    bound = 1.0 if fl else 255.0
+    x = img1 if fl else img1.to(float32)
+    y = img2 if isinstance(img2, (int, float)) else (img2 if img2.dtype.is_floating_point else img2.to(float32))
+    return (x * ratio + y * (1.0 - ratio)).clamp(0, bound).to(img1.dtype)
+
+
+def _pil_enhance(img, kind, factor):
+    from PIL import ImageEnhance
+    return getattr(ImageEnhance, kind)(img).enhance(factor)
+
+
+def _check_factor(op, factor, name):
+    if factor < 0:
+        raise DomainError(f"{op}: {name} ({factor}) is not non-negative.")
+
+
+def adjust_brightness(img, brightness_factor):
+    """Scale the intensities by ``brightness_factor`` (0: black, 1: the image)."""
+    _check(img, "adjust_brightness")
+    _check_factor("adjust_brightness", brightness_factor, "brightness_factor")
+    if not isinstance(img, Tensor):
+        return _pil_enhance(img if _is_pil(img) else to_pil_image(img), "Brightness", brightness_factor)
+    return _blend(img, 0.0, brightness_factor)
+
+
+def adjust_contrast(img, contrast_factor):
+    """Blend with the image's mean grey level (0: uniform grey, 1: the image)."""
+    _check(img, "adjust_contrast")
+    _check_factor("adjust_contrast", contrast_factor, "contrast_factor")
+    if not isinstance(img, Tensor):
+        return _pil_enhance(img if _is_pil(img) else to_pil_image(img), "Contrast", contrast_factor)
+    grey = rgb_to_grayscale(img) if get_dimensions(img)[0] == 3 else img
+    grey = grey if grey.dtype.is_floating_point else grey.to(float32)
+    return _blend(img, grey.mean(dim=(-3, -2, -1), keepdim=True), contrast_factor)
+
+
+def adjust_saturation(img, saturation_factor):
+    """Blend with the grey image (0: grey, 1: the image, 2: doubled saturation)."""
+    _check(img, "adjust_saturation")
+    _check_factor("adjust_saturation", saturation_factor, "saturation_factor")
+    if not isinstance(img, Tensor):
+        return _pil_enhance(img if _is_pil(img) else to_pil_image(img), "Color", saturation_factor)
+    if get_dimensions(img)[0] == 1:
+        return img
+    return _blend(img, rgb_to_grayscale(img), saturation_factor)
+
+
+def _rgb2hsv(img):
+    r, g, b = img[..., 0, :, :], img[..., 1, :, :], img[..., 2, :, :]
+    maxc, minc = img.max(dim=-3).values, img.min(dim=-3).values
+    eqc = maxc == minc
+    cr = maxc - minc
+    ones = ops.ones_like(maxc)
+    s = cr / ops.where(eqc, ones, maxc)
+    cr_div = ops.where(eqc, ones, cr)
+    rc, gc, bc = (maxc - r) / cr_div, (maxc - g) / cr_div, (maxc - b) / cr_div
+    hr = (maxc == r).to(img.dtype) * (bc - gc)
+    hg = ((maxc == g) & (maxc != r)).to(img.dtype) * (2.0 + rc - bc)
+    hb = ((maxc != g) & (maxc != r)).to(img.dtype) * (4.0 + gc - rc)
+    h = ops.fmod((hr + hg + hb) / 6.0 + 1.0, 1.0)
+    return ops.stack((h, s, maxc), dim=-3)
+
+
+def _hsv2rgb(img):
+    h, s, v = img[..., 0, :, :], img[..., 1, :, :], img[..., 2, :, :]
+    i = (h * 6.0).floor()
+    f = h * 6.0 - i
+    i = i.to(int64) % 6
+    p = (v * (1.0 - s)).clamp(0.0, 1.0)
+    q = (v * (1.0 - s * f)).clamp(0.0, 1.0)
+    t = (v * (1.0 - s * (1.0 - f))).clamp(0.0, 1.0)
+    table = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
+    out = [ops.zeros_like(v) for _ in range(3)]
+    for k, rgb in enumerate(table):
+        m = i == k
+        out = [ops.where(m, c, o) for c, o in zip(rgb, out)]
+    return ops.stack(out, dim=-3)
+
+
+def adjust_hue(img, hue_factor):
+    """Rotate the hue by ``hue_factor`` of a turn (in [-0.5, 0.5])."""
+    if not -0.5 <= hue_factor <= 0.5:
+        raise DomainError(f"adjust_hue: hue_factor ({hue_factor}) is not in [-0.5, 0.5].")
+    _check(img, "adjust_hue")
+    if not isinstance(img, Tensor):
+        p = img if _is_pil(img) else to_pil_image(img)
+        if p.mode in ("L", "1", "I", "F"):
+            return p
+        h, s, v = p.convert("HSV").split()
+        np_h = np.array(h, dtype=np.uint8)
+        with np.errstate(over="ignore"):
+            np_h += np.array(hue_factor * 255).astype(np.uint8)
+        out = pil().merge("HSV", (pil().fromarray(np_h, "L"), s, v)).convert(p.mode)
+        return out if _is_pil(img) else np.asarray(out)
+    if get_dimensions(img)[0] == 1:
+        return img
+    dt = img.dtype
+    x = img if dt.is_floating_point else img.to(float32) / 255.0
+    hsv = _rgb2hsv(x)
+    h = ops.fmod(hsv[..., 0:1, :, :] + hue_factor, 1.0)
+    h = ops.where(h < 0, h + 1.0, h)
+    rgb = _hsv2rgb(ops.cat((h, hsv[..., 1:, :, :]), dim=-3))
+    return rgb if dt.is_floating_point else (rgb * 255.0).to(dt)
+
+
+def erase(img, i, j, h, w, v, inplace=False):
+    """``img`` with the ``h x w`` window at ``(i, j)`` set to ``v`` (a tensor image)."""
+    if not isinstance(img, Tensor):
+        raise DTypeError(f"erase: img should be a tensor image, got {type(img).__name__}")
+    out = img if inplace else img.clone()
+    out[..., i:i + h, j:j + w] = v
+    return out

@@ -22,8 +22,8 @@ from ....tensor import Tensor
 from ... import transforms as _v1
 from .. import functional as F
 
-_NAMES = ["CenterCrop", "ConvertImageDtype", "Grayscale", "Lambda", "Normalize", "Pad", "PILToTensor",
-          "RandomApply", "RandomChoice", "RandomCrop", "RandomHorizontalFlip", "RandomOrder", "RandomResizedCrop",
+_NAMES = ["CenterCrop", "ColorJitter", "ConvertImageDtype", "Grayscale", "Lambda", "Normalize", "Pad", "PILToTensor",
+          "RandomApply", "RandomChoice", "RandomCrop", "RandomErasing", "RandomHorizontalFlip", "RandomOrder", "RandomResizedCrop",
           "RandomVerticalFlip", "Resize", "ToPILImage", "ToTensor"]
 __all__ = ["Compose", "ToImage", "ToDtype", "ToPureTensor", "InterpolationMode", "functional"] + _NAMES
 InterpolationMode = _v1.InterpolationMode
