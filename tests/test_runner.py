@@ -147,4 +147,4 @@ def test_report_reads_torchvision_names_too():
     assert {"torchvision", "torchvision.transforms.ToTensor", "torchvision.models.resnet18",
             "torchvision.utils.make_grid"} <= names
     assert runner.resolve("torchvision.transforms.ToTensor") is not None
-    assert runner.resolve("torchvision.transforms.ColorJitter") is None
+    assert runner.resolve("torchvision.transforms.ElasticTransform") is None
