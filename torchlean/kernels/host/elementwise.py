@@ -11,7 +11,7 @@ import numpy as np
 from ...spec.elementwise import BITWISE, COMPARE, SAFE_LOG_EPS, erf as _erf_math, erfc as _erfc_math, \
     erfinv as _erfinv_math, float_as_ints
 from ...spec.elementwise import sign  # noqa: F401  (torch's: NaN gives 0, bools stay bools)
-from .base import _c
+from .base import _c, blockwise, select
 
 
 # ---- elementwise ----------------------------------------------------------------------------
@@ -64,11 +64,16 @@ def relu(x):
     return np.maximum(x, _c(x, 0))
 
 
+def _sigmoid(x):
+    # Stable for large |x|: exp only of -|x|. r = 1/(1 + e^-|x|) is the value for x >= 0 and
+    # e^x r for x < 0; exp(min(x, 0)) is exactly 1 or exactly e^x = e^-|x|, so one product gives
+    # both without a branch per element (np.where's costs 4 ns each on a random sign pattern).
+    r = np.reciprocal(np.exp(-np.abs(x)) + _c(x, 1))
+    return r * np.exp(np.minimum(x, _c(x, 0)))
+
+
 def sigmoid(x):
-    # Stable for large |x|: exp only of -|x|.
-    e = np.exp(-np.abs(x))
-    r = np.reciprocal(e + _c(x, 1))
-    return np.where(x >= 0, r, e * r)
+    return blockwise(_sigmoid, x)
 
 
 def softplus(x):
@@ -76,7 +81,7 @@ def softplus(x):
 
 
 def silu(x):
-    return x * sigmoid(x)
+    return blockwise(lambda v: v * _sigmoid(v), x)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -212,7 +217,7 @@ def compare(a, b, op):
 
 
 def relu_bwd(x, g):
-    return np.where(x > 0, g, _c(g, 0))
+    return blockwise(lambda v, gv: select(v > 0, gv, _c(gv, 0)), x, g)
 
 
 def abs_bwd(x, g):
@@ -225,7 +230,7 @@ def sqrt_bwd(y, g):
 
 
 def sigmoid_bwd(y, g):
-    return g * y * (_c(y, 1) - y)
+    return blockwise(lambda yv, gv: gv * yv * (_c(yv, 1) - yv), y, g)
 
 
 def tanh_bwd(y, g):
@@ -233,12 +238,16 @@ def tanh_bwd(y, g):
 
 
 def softplus_bwd(x, g):
-    return g * sigmoid(x)
+    return blockwise(lambda v, gv: gv * _sigmoid(v), x, g)
+
+
+def _silu_bwd(x, g):
+    s = _sigmoid(x)
+    return g * s * (_c(x, 1) + x * (_c(x, 1) - s))
 
 
 def silu_bwd(x, g):
-    s = sigmoid(x)
-    return g * s * (_c(x, 1) + x * (_c(x, 1) - s))
+    return blockwise(_silu_bwd, x, g)
 
 
 def gelu_bwd(x, g, approximate="none"):

@@ -1,0 +1,72 @@
+"""The host's blockwise elementwise kernels and bit-mask select: the same bits as the one-pass
+NumPy forms, on arrays large enough to be split into blocks, with the values where kernels go wrong
+(NaN, infinities, signed zeros, subnormals, huge magnitudes, ragged last blocks)."""
+
+import numpy as np
+import pytest
+
+from torchlean.kernels.host import base
+from torchlean.kernels.host import elementwise as E
+
+
+def _nasty(rng, n, dtype):
+    x = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 30.0, 1e4], n)).astype(dtype)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, np.finfo(dtype).tiny / 4, -np.finfo(dtype).max,
+                        88.7, -88.7, 709.0, -745.0], dtype=dtype)
+    x[rng.choice(n, 200, replace=False)] = rng.choice(special, 200)
+    return x
+
+
+KERNELS = {
+    "sigmoid": (E.sigmoid, 1),
+    "silu": (E.silu, 1),
+    "relu_bwd": (E.relu_bwd, 2),
+    "sigmoid_bwd": (E.sigmoid_bwd, 2),
+    "softplus_bwd": (E.softplus_bwd, 2),
+    "silu_bwd": (E.silu_bwd, 2),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_blocked_kernel_equals_its_one_pass_form(monkeypatch, rng, name, dtype):
+    fn, arity = KERNELS[name]
+    n = 3 * (base.BLOCK + 17)                     # three full blocks and a ragged one
+    xs = [_nasty(rng, n, dtype).reshape(1, 3, -1) for _ in range(arity)]
+    with np.errstate(all="ignore"):
+        blocked = fn(*xs)
+        monkeypatch.setattr(base, "BLOCK", 10 * n)    # one pass over the whole array
+        whole = fn(*xs)
+    assert blocked.shape == xs[0].shape and blocked.dtype == whole.dtype == dtype
+    assert np.array_equal(blocked.view(f"i{blocked.itemsize}"), whole.view(f"i{whole.itemsize}"))
+
+
+def test_sigmoid_keeps_the_stable_formula_bit_for_bit(rng):
+    """exp(min(x, 0)) r is exactly the r of x >= 0 and the e r of x < 0 of the two-branch form."""
+    for dtype in (np.float32, np.float64):
+        x = _nasty(rng, 5000, dtype)
+        with np.errstate(all="ignore"):
+            e = np.exp(-np.abs(x))
+            r = np.reciprocal(e + dtype(1))
+            want = np.where(x >= 0, r, e * r)
+            got = E.sigmoid(x)
+        assert np.array_equal(got, want, equal_nan=True)
+        assert got[x == -np.inf].tolist() == [0.0] * int((x == -np.inf).sum())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_select_is_where_bit_for_bit(rng, dtype):
+    a = _nasty(rng, 4000, dtype).reshape(40, 100)
+    b = _nasty(rng, 4000, dtype).reshape(40, 100)
+    bits = f"i{a.itemsize}"
+    nan = a.view(bits)
+    nan[0, :3] = np.array([np.nan], dtype).view(bits)[0] + np.array([1, 77, 12345])   # NaN payloads
+    a[0, 3] = -0.0
+    c = rng.random((40, 100)) < 0.5
+    for other in (b, dtype(0), dtype(-0.0), dtype(np.nan)):
+        got, want = base.select(c, a, other), np.where(c, a, other)
+        assert got.dtype == want.dtype and np.array_equal(got.view(bits), want.view(bits))
+    # what the bit path does not take falls back to np.where
+    assert np.array_equal(base.select(c[0], a, b), np.where(c[0], a, b), equal_nan=True)
+    ai = np.arange(10)
+    assert base.select(ai > 4, ai, 0).tolist() == np.where(ai > 4, ai, 0).tolist()
