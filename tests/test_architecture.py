@@ -146,7 +146,7 @@ def _module_level_containers(tree):
 
 
 # Tables that registration fills at import time (they are the registries, not caches of results).
-REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.registry": {"RULES"},
+REGISTRIES = {"torchlean.spec.registry": {"SPEC"}, "torchlean.autograd.rules.registry": {"RULES", "INFER"},
               "torchlean.testing.opinfo": {"OPINFOS"}, "torchlean.spec.compound": {"COMPOUNDS"},
               "torchlean.testing.kernel_cases": {"GENERATORS"},
               "torchlean.autograd.dispatch": {"DISPATCH"},   # DISPATCH: the one dispatch cache

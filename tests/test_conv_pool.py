@@ -44,6 +44,10 @@ CONV_CASES = [
     ((3, 10), (6, 1, 4), (3,), (2,), (1,), 3),                      # unbatched 1-D depthwise
     ((2, 3, 5, 5), (4, 3, 1, 2), (1, 1), (1, 1), (1, 1), 1),        # padding beyond the kernel reach
     ((1, 2, 5, 6, 4), (4, 2, 3, 2, 3), (1, 2, 1), (1, 0, 1), (1, 1, 1), 1),
+    # >= 512 output positions per sample and N > 1: columns built one sample at a time (host)
+    ((3, 4, 26, 24), (6, 2, 3, 3), (1, 1), (1, 1), (1, 1), 2),
+    ((2, 3, 50, 46), (4, 3, 5, 3), (2, 1), (2, 1), (1, 2), 1),
+    ((3, 2, 700), (4, 1, 3), (1,), (1,), (1,), 2),
 ]
 
 
@@ -69,6 +73,8 @@ CONVT_CASES = [
     ((1, 3, 4, 4), (3, 2, 2, 3), (1, 1), (0, 1), (1, 0), (2, 1), 1),   # output_padding < dilation, >= stride
     ((4, 6), (4, 2, 3), (2,), (1,), (1,), (1,), 1),                     # unbatched 1-D
     ((1, 2, 3, 2, 3), (2, 2, 2, 3, 2), (2, 1, 2), (0, 1, 1), (1, 0, 0), (1, 1, 1), 1),
+    ((2, 4, 24, 24), (4, 3, 3, 3), (1, 1), (1, 1), (0, 0), (1, 1), 1),   # >= 512 positions, N > 1
+    ((2, 4, 12, 12), (4, 2, 4, 4), (2, 2), (1, 1), (0, 0), (1, 1), 2),
 ]
 
 
@@ -296,11 +302,15 @@ def test_kernel_surface_lists_conv_kernels():
         assert callable(getattr(K, name))
 
 
-def test_host_max_pool_agrees_with_the_generic_loop_on_ties_nans_and_infinities():
-    """The host max pool (maxima first, then each window's first winner) against the loop the CUDA
-    kernels run (through a NumPy namespace that is not NumPy itself): same values, same winner indices."""
+@pytest.mark.parametrize("chunk_bytes", [None, 1, 500])
+def test_host_max_pool_agrees_with_the_generic_loop_on_ties_nans_and_infinities(monkeypatch, chunk_bytes):
+    """The host max pool (clipped slabs, maxima first, then each window's first winner; a few planes at
+    a time when ``chunk_bytes`` is set) against the loop the CUDA kernels run on a padded copy (through
+    a NumPy namespace that is not NumPy itself): same values, same winner indices, same gradient."""
     import types
     from torchlean.kernels.host import conv
+    if chunk_bytes is not None:
+        monkeypatch.setattr(conv, "_POOL_CHUNK_BYTES", chunk_bytes)
     generic = types.SimpleNamespace(**{n: getattr(np, n) for n in ("zeros", "where", "isnan", "isneginf", "full",
                                                                    "arange", "maximum", "ascontiguousarray", "pad",
                                                                    "asarray", "concatenate")})
@@ -310,9 +320,16 @@ def test_host_max_pool_agrees_with_the_generic_loop_on_ties_nans_and_infinities(
         x[rng.random(x.shape) < 0.05] = np.nan
         x[rng.random(x.shape) < 0.05] = -np.inf
         k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
-        s = (int(rng.integers(1, 3)),) * 2
+        s = (int(rng.integers(1, 3)), int(rng.integers(1, 4)))
+        dil = (int(rng.integers(1, 3)), 1)
         p = (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1)))
-        y1, i1 = conv.max_pool_forward(x, k, s, p, (1, 1))
-        y2, i2 = conv.max_pool_forward(x, k, s, p, (1, 1), xp=generic)
+        y1, i1 = conv.max_pool_forward(x, k, s, p, dil)
+        y2, i2 = conv.max_pool_forward(x, k, s, p, dil, xp=generic)
         np.testing.assert_array_equal(y1, y2)
         np.testing.assert_array_equal(i1, i2)
+        y3, none = conv.max_pool_forward(x, k, s, p, dil, winners=False)
+        assert none is None
+        np.testing.assert_array_equal(y1, y3)
+        g = rng.standard_normal(y1.shape).astype(np.float32)
+        np.testing.assert_array_equal(conv.max_pool_backward(g, i1, x.shape, k, s, p, dil),
+                                      conv.max_pool_backward(g, i1, x.shape, k, s, p, dil, xp=generic))

@@ -265,6 +265,8 @@ def _bench_args(p):
                    help="reference to time against (default: torch when installed)")
     p.add_argument("--save", action="store_true", help="also write the table to ./benchmarks/results/")
     p.add_argument("--runs", type=_positive_int, help="timed runs per case (default: the suite's own)")
+    p.add_argument("suite_args", nargs=argparse.REMAINDER, metavar="...",
+                   help="the suite's own options, after its name (e.g. torchlean bench onnx --resnet18 1,32)")
 
 
 def _bench(args) -> int:
@@ -293,6 +295,7 @@ def _bench(args) -> int:
         argv.append("--save")
     if args.runs:
         argv += ["--runs", str(args.runs)]
+    argv += list(args.suite_args or ())
     old = sys.argv
     sys.argv = argv
     try:

@@ -105,17 +105,19 @@ def _kernels(dev, opts):
 _F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 
 
-def forward_op(name, vals, attrs, fast=None):
+def forward_op(name, vals, attrs, fast=None, infer=False):
     """Shape-check and run op ``name`` on values: ``(y, rule, K, saved)``.
 
     The backward is ``rule.backward(K, saved, g, needs)``; ``rule`` is None for a result that is
     not a float (nothing to differentiate). ``fast`` (True or False) overrides the
-    ``fast_kernels`` option for this call. This is the eager hot path: keep it lean.
+    ``fast_kernels`` option for this call. ``infer``: nothing will differentiate the result, so a
+    rule's ``infer`` runs where it has one (``saved`` is then None). This is the eager hot path:
+    keep it lean.
     """
     for v in vals:
         d = v.dtype
         if d is _BF16 or (d is _F16 and type(v) is np.ndarray):
-            return _forward_low(name, vals, attrs, fast)
+            return _forward_low(name, vals, attrs, fast, infer)
     opts = _OPTS[0]
     key = None
     if fast is not None and fast != opts.fast_kernels:
@@ -154,7 +156,10 @@ def forward_op(name, vals, attrs, fast=None):
                         break
             if hit is not None and (not hit[3] or (opts.fast_kernels and not opts.use_gpu)):
                 rule, K, out_shape, _, _ = hit
-                y, saved = rule.forward(K, *vals, **attrs) if attrs else rule.forward(K, *vals)
+                if infer and rule.infer is not None:
+                    y, saved = rule.infer(K, *vals, **attrs), None
+                else:
+                    y, saved = rule.forward(K, *vals, **attrs) if attrs else rule.forward(K, *vals)
                 if type(y) is not ta and isinstance(y, np.generic):
                     y = np.asarray(y)  # NumPy turns 0-d results into scalars; the tape holds arrays
                 if y.shape != out_shape:
@@ -184,7 +189,10 @@ def forward_op(name, vals, attrs, fast=None):
             if isinstance(e, TorchLeanError):
                 raise
             raise TorchLeanError(f"{name}: bad arguments {sorted(attrs)}: {e}") from None
-    y, saved = rule.forward(K, *vals, **attrs)
+    if infer and rule.infer is not None:
+        y, saved = rule.infer(K, *vals, **attrs), None
+    else:
+        y, saved = rule.forward(K, *vals, **attrs)
     if isinstance(y, np.generic):
         y = np.asarray(y)
     if out_shape is None:
@@ -204,7 +212,7 @@ def forward_op(name, vals, attrs, fast=None):
 
 # ---- float16 and bfloat16 on the host: the float32 kernels, rounded once -----------------------------
 
-def _forward_low(name, vals, attrs, fast):
+def _forward_low(name, vals, attrs, fast, infer=False):
     """Op ``name`` on inputs among which some are float16 or bfloat16 (bfloat16 storage through
     ml_dtypes): those are widened to float32, the op runs as for float32 inputs, and a float32 result
     is rounded to the low dtype of the inputs (unless the op names its result dtype: casts). The
@@ -219,7 +227,7 @@ def _forward_low(name, vals, attrs, fast):
     if low is _BF16 and (attrs.get("device", "cpu") != "cpu" or any(device_of(v) != "cpu" for v in vals)):
         raise DTypeError(f"{name}: bfloat16 tensors are supported on the CPU only for now (issue 20)")
     wide = [v.astype(np.float32) if d is not None else v for v, d in zip(vals, dts)]
-    y, rule, K, saved = forward_op(name, wide, attrs, fast)
+    y, rule, K, saved = forward_op(name, wide, attrs, fast, infer)
     if y.dtype == np.float32 and "dtype" not in attrs:
         y = y.astype(low)
     if rule is None:

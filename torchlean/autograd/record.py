@@ -30,6 +30,7 @@ import weakref
 from ..errors import AutogradError, ShapeError
 from ..kernels import get_kernels
 from .dispatch import device_of, forward_op
+from .rules.registry import INFER
 from .node import Released, released, sweep
 from .tape import Node, Tape
 
@@ -266,9 +267,12 @@ def record(op: str, inputs: tuple, attrs: dict) -> Variable:
     The eager hot path: one pass finds the tape to record on (merging tapes when the inputs'
     computations meet), a second gives each input its node id.
     """
-    y, rule, K, saved = forward_op(op, [t._value for t in inputs], attrs)
-    out = wrap(y)
     st = _state
+    if op in INFER and (not st.grad_enabled or not any(t.requires_grad for t in inputs)):
+        y, rule, K, saved = forward_op(op, [t._value for t in inputs], attrs, infer=True)
+    else:
+        y, rule, K, saved = forward_op(op, [t._value for t in inputs], attrs)
+    out = wrap(y)
     if st.tracer is not None:
         st.tracer(op, inputs, attrs, out)
     if not st.grad_enabled:
@@ -472,7 +476,8 @@ def _graph_walk(tape, grads, start, keep) -> None:
                 node = nodes[p]
                 v = node.value
                 if isinstance(v, Released):  # dropped after the forward: run the op again on its inputs
-                    v = forward_op(node.name, [handle(q)._value for q in node.parents], node.attrs or {})[0]
+                    v = forward_op(node.name, [handle(q)._value for q in node.parents], node.attrs or {},
+                                   infer=True)[0]
                 h = wrap(v)
                 if node.name is not None and node.requires_grad:  # a recorded result: its node stands for it
                     h._tape, h._id, h.requires_grad = tape, p, True

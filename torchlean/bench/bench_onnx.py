@@ -217,6 +217,55 @@ def resnet18(torch):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000))
 
 
+def efficientnet_b0(torch):
+    """torchvision's efficientnet_b0 written with torch.nn (MBConv blocks with squeeze-excitation and
+    SiLU, the same stages, widths and kernel sizes; random weights, eval mode)."""
+    nn = torch.nn
+
+    def cbn(ci, co, k, s=1, g=1, act=True):
+        layers = [nn.Conv2d(ci, co, k, s, (k - 1) // 2, groups=g, bias=False), nn.BatchNorm2d(co)]
+        return nn.Sequential(*layers, nn.SiLU()) if act else nn.Sequential(*layers)
+
+    class SE(nn.Module):
+        def __init__(self, c, sq):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Conv2d(c, sq, 1), nn.Conv2d(sq, c, 1)
+
+        def forward(self, x):
+            s = x.mean((2, 3), keepdim=True)
+            return x * torch.sigmoid(self.fc2(nn.functional.silu(self.fc1(s))))
+
+    class MBConv(nn.Module):
+        def __init__(self, e, k, s, ci, co):
+            super().__init__()
+            h = ci * e
+            self.res = s == 1 and ci == co
+            self.block = nn.Sequential(*([cbn(ci, h, 1)] if e != 1 else []), cbn(h, h, k, s, h),
+                                       SE(h, max(1, ci // 4)), cbn(h, co, 1, act=False))
+
+        def forward(self, x):
+            y = self.block(x)
+            return y + x if self.res else y
+
+    stages = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3),
+              (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1)]
+    layers = [cbn(3, 32, 3, 2)]
+    for e, k, s, ci, co, n in stages:
+        for i in range(n):
+            layers.append(MBConv(e, k, s if i == 0 else 1, ci if i == 0 else co, co))
+    model = nn.Sequential(*layers, cbn(320, 1280, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2),
+                          nn.Linear(1280, 1000))
+    for m in model.modules():   # torchvision's initialisation (torch.nn's default lets the signal vanish)
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            nn.init.uniform_(m.weight, -m.out_features ** -0.5, m.out_features ** -0.5)
+            nn.init.zeros_(m.bias)
+    return model
+
+
 def export(torch, model, x, opset):
     f = io.BytesIO()
     with warnings.catch_warnings():
@@ -242,6 +291,9 @@ def main(argv=None) -> int:
     ap.add_argument("--save", action="store_true", help="also write the table to ./benchmarks/results/")
     ap.add_argument("--resnet18", metavar="BATCHES", default="",
                     help="also time the full-size resnet18 at 224 x 224 for these batch sizes (e.g. 1,32)")
+    ap.add_argument("--efficientnet-b0", metavar="BATCHES", default="",
+                    help="also time the full-size efficientnet_b0 at 224 x 224 for these batch sizes")
+    ap.add_argument("--only-full", action="store_true", help="skip the small family models")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="where the compiled program runs (cuda: torch's eager GPU forward is timed too)")
     args = ap.parse_args(argv)
@@ -261,10 +313,12 @@ def main(argv=None) -> int:
         lines = ["| model | opset | max diff / max abs | torchlean ms | onnxruntime ms | ratio |",
                  "|---|---|---|---|---|---|"]
     print("\n".join(lines))
-    runs = [(opset, name, model, shape) for opset in (int(v) for v in args.opsets.split(","))
-            for name, (model, shape) in sorted(zoo(torch).items())]
+    runs = [] if args.only_full else [(opset, name, model, shape) for opset in (int(v) for v in args.opsets.split(","))
+                                      for name, (model, shape) in sorted(zoo(torch).items())]
     runs += [(17, f"resnet18 batch {b}", resnet18(torch), (int(b), 3, 224, 224))
              for b in args.resnet18.split(",") if b]
+    runs += [(17, f"efficientnet_b0 batch {b}", efficientnet_b0(torch), (int(b), 3, 224, 224))
+             for b in args.efficientnet_b0.split(",") if b]
     for opset, name, model, shape in runs:
         torch.manual_seed(0)
         model.eval()
@@ -276,18 +330,18 @@ def main(argv=None) -> int:
         g, p = ir.from_onnx(data)
         prog = ir.compile(g, p, device=args.device)
         xin = tl.tensor(x.numpy(), device="cuda") if gpu else x.numpy()
-        out = prog(xin)
+        out = prog.infer(xin)
         out = out[0] if isinstance(out, (tuple, list)) else out
         out = np.asarray(prog.K.to_host(out))
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         rounds = args.rounds if shape[-1] < 100 else max(3, args.rounds // 4)
         if gpu:
             def fwd():
-                prog(xin)
+                prog.infer(xin)
                 tl.cuda.synchronize()
         else:
             def fwd():
-                prog(xin)
+                prog.infer(xin)
         tl_ms = _median_ms(fwd, rounds)
         ort_ms = _median_ms(lambda: sess.run(None, feed), rounds)
         if gpu:

@@ -77,7 +77,7 @@ def ir_run(path, inputs, device: str = "cpu") -> int:
             except (OSError, ValueError) as e:
                 raise TorchLeanError(f"cannot read input {p!r}: {e}") from None
         prog = compile(g, payload, device=device)
-        res = prog(*xs)
+        res = prog.infer(*xs)
         outs = list(res) if isinstance(res, (list, tuple)) else [res]
         outs = [prog.K.to_host(v) for v in outs]
     except TorchLeanError as e:

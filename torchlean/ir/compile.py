@@ -131,12 +131,13 @@ def _host_cast(v, dtype):
 
 
 class _Step:
-    __slots__ = ("node", "op", "fwd", "args", "attrs", "out", "rg", "needs", "k", "tnode")
+    __slots__ = ("node", "op", "fwd", "inf", "args", "attrs", "out", "rg", "needs", "k", "tnode")
 
     def __init__(self, node, rule, args, attrs, out, rg, needs, k, tnode):
         self.node = node          # the IR node it lowers
         self.op = rule.name
         self.fwd = rule.forward
+        self.inf = rule.infer     # the value alone, for a run under no_grad (or None)
         self.args = args          # argument slots
         self.attrs = attrs
         self.out = out            # its slot
@@ -272,6 +273,7 @@ class Program:
         self._gbuf: dict = {}                # grad key -> preallocated gradient array
         self._ones: list | None = None       # preallocated default seeds
         self._ran = None                     # the steps the last call ran (None: no call yet)
+        self._inferred = False               # whether the last call ran under no_grad (nothing saved)
         self._sweep_at = [None]              # the slot whose backward runs (for error reports)
         self._graph_mode = None              # a _CudaGraph once captured
         self._failed_step = None             # the step that raised last, for error reports
@@ -306,14 +308,21 @@ class Program:
         for (k, s, shape), x in zip(self.input_slots, inputs):
             nodes[s].value = self._input(k, x, shape)
 
-    def _run(self, steps, check_shapes=False):
+    def _run(self, steps, check_shapes=False, infer=False):
         K = self.K
         nodes = self.nodes
         cpu = self._cpu
         st = None
         self._ran = None
+        self._inferred = infer
         try:
             for st in steps:
+                if infer:
+                    f = st.inf
+                    y, s = (f(K, *[nodes[a].value for a in st.args], **st.attrs), None) if f is not None else \
+                        st.fwd(K, *[nodes[a].value for a in st.args], **st.attrs)
+                    st.tnode.value, st.tnode.saved = (np.asarray(y) if cpu and type(y) is not _ndarray else y), None
+                    continue
                 y, s = st.fwd(K, *[nodes[a].value for a in st.args], **st.attrs)
                 if cpu and type(y) is not _ndarray:
                     y = np.asarray(y)  # NumPy turns 0-d results into scalars; programs hold arrays
@@ -334,6 +343,18 @@ class Program:
             return self._graph_mode.forward(inputs)
         self._start(inputs)
         self._run(self._live)
+        outs = [self.nodes[s].value for s in self.output_slots]
+        return outs[0] if len(outs) == 1 else outs
+
+    def infer(self, *inputs):
+        """The outputs of a call that nothing will differentiate: each step runs its rule's inference
+        form where it has one (the same values, bit for bit, without what only the backward needs:
+        max pooling skips finding each window's winner) and keeps nothing for a backward, which
+        then raises until the next call. A program in CUDA graph mode replays its captured step."""
+        if self._graph_mode is not None:
+            return self._graph_mode.forward(inputs)
+        self._start(inputs)
+        self._run(self._live, infer=True)
         outs = [self.nodes[s].value for s in self.output_slots]
         return outs[0] if len(outs) == 1 else outs
 
@@ -396,6 +417,9 @@ class Program:
             return self._graph_mode.backward(seed)
         if self._ran is None:
             raise AutogradError("backward: run the program (prog(*inputs)) before backward")
+        if self._inferred:
+            raise AutogradError("backward: the last run was Program.infer, which keeps nothing for a backward; "
+                                "call the program (prog(*inputs)) first")
         return self._backward(self._seeds(seed))
 
     def _backward(self, seeds):

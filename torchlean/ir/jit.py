@@ -119,6 +119,7 @@ class _Slot:
         self.program = program
         self.owner = None           # a weak reference to the pending call's context, or None
         self.calls = 0
+        self.infer = False          # the pending call will not be differentiated (Program.infer)
 
     def free(self) -> bool:
         ctx = self.owner() if self.owner is not None else None
@@ -197,7 +198,7 @@ class _Entry:
         for k in self.random_steps:  # fresh masks, drawn in the order eager execution draws them
             st = prog.steps[k]
             st.attrs["seed"], st.attrs["counter"] = next_rng_key()
-        res = prog(*inputs)
+        res = prog.infer(*inputs) if slot.infer else prog(*inputs)
         outs = [res] if len(self.traced.graph.outputs) == 1 else list(res)
         if graph_mode:  # fixed buffers: hand out copies the next call will not overwrite
             outs = [K.copy(y) for y in outs]
@@ -277,6 +278,7 @@ class _Compiled:
         slot = entry.slot()
         if slot is None:
             return self._eager(None, f"{_POOL} calls await their backward at once", args, kwargs)
+        slot.infer = not (is_grad_enabled() and any(t.requires_grad for t in (*leaves, *entry.bound)))
         outs = _Run.apply(entry, slot, *leaves, *entry.bound)
         if not isinstance(outs, tuple):
             outs = (outs,)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..autograd import tracing
+from ..autograd import is_grad_enabled, tracing
 from ..errors import IRError, TorchLeanError
 from ..kernels import get_kernels
 from ..tensor import Tensor
@@ -289,7 +289,7 @@ class CompiledModule:
         if len(inputs) != self._n_inputs:
             raise TorchLeanError(f"compiled call: takes {self._n_inputs} input(s), got {len(inputs)}")
         self._sync_params()
-        res = self.program(*inputs)
+        res = self.program(*inputs) if is_grad_enabled() else self.program.infer(*inputs)
         outs = [res] if len(self.graph.outputs) == 1 else list(res)
         if self._graph_mode:  # fixed buffers: hand out copies the next call will not overwrite
             outs = [self.program.K.copy(y) for y in outs]

@@ -218,8 +218,9 @@ CONTRACT: dict[str, dict[str, str]] = {
                                    "dilation, groups) -> [N, C_out, *out]"),
         "conv_transpose_backward": ("(x, w, g, stride, padding, output_padding, dilation, groups, need_x, need_w, "
                                     "need_b) -> (dx, dw, db)"),
-        "max_pool_forward": ("(x[..., *S], kernel, stride, padding, dilation) -> (y, idx): idx = row-major window "
-                             "offset of the first winner; padding never wins"),
+        "max_pool_forward": ("(x[..., *S], kernel, stride, padding, dilation, winners=True) -> (y, idx): idx = "
+                             "row-major window offset of the first winner; padding never wins; idx None when "
+                             "winners is False"),
         "max_pool_backward": "(g, idx, x_shape, kernel, stride, padding, dilation) -> dx: g routed to idx",
         "avg_pool_forward": "(x[..., *S], kernel, stride, padding) -> window sums / prod(kernel) (padding counts as zeros)",
         "avg_pool_backward": "(g, x_shape, kernel, stride, padding) -> dx",

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..autograd.dispatch import forward_op
+from ..autograd.rules.registry import INFER
 from ..autograd.tape import Tape, run_op
 from ..dtypes import BF16_NP, UNIT_ROUNDOFF
 from ..errors import DTypeError, TorchLeanError
@@ -92,6 +94,19 @@ def check_forward(info: OpInfo, s: Sample, device: str, atol=None) -> Result:
     a, r = _err(y, ref)
     scale = float(np.abs(ref).max()) if np.size(ref) else 0.0
     return Result(info.name, "forward", device, a, r, _ok(a, r, device, info, scale, atol), s.desc)
+
+
+def check_infer(info: OpInfo, s: Sample, device: str) -> Result:
+    """An op whose rule has an inference form (:data:`~torchlean.autograd.rules.registry.INFER`): its
+    value equals the forward's bit for bit (NaN where NaN); the error columns are the largest
+    difference."""
+    vals = [_to_device(x, device) for x in s.inputs]
+    K = get_kernels(device)
+    y = np.asarray(K.to_host(forward_op(info.name, vals, s.attrs, True)[0]))
+    yi = np.asarray(K.to_host(forward_op(info.name, vals, s.attrs, True, infer=True)[0]))
+    same = y.shape == yi.shape and y.dtype == yi.dtype and np.array_equal(y, yi, equal_nan=True)
+    a = 0.0 if same or y.shape != yi.shape else float(np.nanmax(np.abs(y.astype(np.float64) - yi)))
+    return Result(info.name, "infer", device, a, a, bool(same), s.desc)
 
 
 def check_vjp(info: OpInfo, s: Sample, device: str, rng, fast=True, atol=None) -> Result:
@@ -178,6 +193,8 @@ def check_samples(info: OpInfo, samples, device: str, rng, kind: str = "") -> li
     out = []
     for s in samples:
         atol, fns = None, (lambda: check_forward(info, s, device), lambda: check_vjp(info, s, device, rng))
+        if info.name in INFER:
+            fns += (lambda: check_infer(info, s, device),)
         if kind == "tiny ":
             atol = SUBNORMAL_SPACING * sum(np.size(x) for x in s.inputs)
             fns = (lambda: check_forward(info, s, device, atol),) + (

@@ -83,7 +83,13 @@ def _max_pool_bwd(K, saved, g, needs):
     return (K.max_pool_backward(g, idx, shape, P.kernel, P.stride, P.padding, P.dilation),)
 
 
-defrule("max_pool", _max_pool_fwd, _max_pool_bwd)
+def _max_pool_infer(K, x, *, kernel_size, stride=None, padding=0, dilation=1):
+    P = pool_params("max_pool", x.shape, kernel_size=kernel_size, stride=stride, padding=padding,
+                    dilation=dilation)
+    return K.max_pool_forward(x, P.kernel, P.stride, P.padding, P.dilation, winners=False)[0]
+
+
+defrule("max_pool", _max_pool_fwd, _max_pool_bwd, infer=_max_pool_infer)
 
 
 def _avg_pool_fwd(K, x, *, kernel_size, stride=None, padding=0):

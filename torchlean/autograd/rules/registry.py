@@ -5,7 +5,10 @@ A :class:`Rule` is written once against the kernel surface ``K`` (NumPy or CuPy)
 * ``forward(K, *xs, **attrs) -> (y, saved)``: ``saved`` is whatever the backward
   needs and nothing more (Chainer's "retain only what backward needs");
 * ``backward(K, saved, g, needs) -> tuple``: one cotangent per array input, ``None``
-  where ``needs[i]`` is False or the input is not differentiable.
+  where ``needs[i]`` is False or the input is not differentiable;
+* ``infer(K, *xs, **attrs) -> y`` (optional): the forward's value without what only the
+  backward needs, for a result nothing will differentiate (no grad mode, no input requiring
+  grad); the same value as ``forward``'s, bit for bit.
 """
 
 from __future__ import annotations
@@ -35,17 +38,24 @@ class Rule:
     family: str = ""
     checks_shapes: bool = False
     region: Callable | None = None
+    infer: Callable | None = None
+
+
+#: The ops whose rule has an ``infer``: the eager front end asks for it only for these.
+INFER: set = set()
 
 
 def defrule(name: str, forward: Callable, backward: Callable, family: str | None = None,
-            checks_shapes: bool = False, region: Callable | None = None) -> Rule:
+            checks_shapes: bool = False, region: Callable | None = None, infer: Callable | None = None) -> Rule:
     """Register the runtime rule of ``name``; twice is a bug. ``family`` defaults to that of the
     calling module (``torchlean.autograd.rules.<family>``)."""
     if name in RULES:
         raise RuntimeError(f"runtime rule {name!r} registered twice")
     r = Rule(name, forward, backward, family or family_of_module(sys._getframe(1).f_globals["__name__"]),
-             checks_shapes, region)
+             checks_shapes, region, infer)
     RULES[name] = r
+    if infer is not None:
+        INFER.add(name)
     return r
 
 

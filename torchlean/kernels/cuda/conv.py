@@ -313,12 +313,13 @@ def _pool_plan(shape, dtype, k, stride, padding, dilation):
     return geo, prod(shape[:len(shape) - d]), prod(k), prod(out), prod(spatial), out
 
 
-def max_pool_forward(x, kernel_size, stride, padding, dilation):
-    """``(y, idx)`` as :func:`torchlean.kernels.host.conv.max_pool_forward`, in one launch."""
+def max_pool_forward(x, kernel_size, stride, padding, dilation, winners=True):
+    """``(y, idx)`` as :func:`torchlean.kernels.host.conv.max_pool_forward`, in one launch (which
+    writes the winners either way; ``winners=False`` returns None in their place)."""
     k = tuple(kernel_size)
     plan = _pool_plan(x.shape, x.dtype, k, stride, padding, dilation)
     if plan is None:
-        return _host.max_pool_forward(x, k, stride, padding, dilation, xp=cupy)
+        return _host.max_pool_forward(x, k, stride, padding, dilation, winners, xp=cupy)
     x = _contig(_dev(x))
     geo, R, K, P, S, out = plan
     shape = x.shape[:x.ndim - len(k)] + out
@@ -326,7 +327,7 @@ def max_pool_forward(x, kernel_size, stride, padding, dilation):
     if R:
         launch("conv", f"max_pool_fwd_k<{ftype(x.dtype, 'max_pool')}, {len(k)}>", _grid(P, R), _threads(P),
                (geo, x, y, idx, np.int64(R), np.int64(K), np.int64(P), np.int64(S), np.int32(any(padding))))
-    return y, idx
+    return y, (idx if winners else None)
 
 
 def _pool_bwd(g, idx, x_shape, k, stride, padding, dilation, is_max):

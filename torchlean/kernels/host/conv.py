@@ -8,7 +8,9 @@ every helper that computes on arrays) takes the array namespace as the keyword
 inputs its native kernels do not take). Convolution is im2col + BLAS:
 ``xp.lib.stride_tricks.sliding_window_view`` gives the windows as a view, one
 copy lays them out as ``(N, groups, C_in/groups * K, P)`` (``K = prod(kernel)``,
-``P`` output positions) and ``xp.matmul`` does the rest.
+``P`` output positions) and ``xp.matmul`` does the rest. On the host a batch runs either
+as one GEMM over all its columns (few positions per sample, :func:`_one_gemm`) or one
+sample at a time through a reused, cache-sized column buffer (:class:`_SampleCols`).
 The input gradient (and the transposed convolution, which is the same map) is
 again a convolution when the strides are 1; otherwise the column gradient is
 scattered back with one strided ``+=`` per kernel offset (col2im), never a loop
@@ -26,6 +28,8 @@ import itertools
 from math import prod
 
 import numpy as np
+
+from .base import select
 
 # ---- helpers ---------------------------------------------------------------------------------
 
@@ -88,6 +92,40 @@ def _one_gemm(x, out):
     return type(x).__module__ == "numpy" and x.shape[0] > 1 and prod(out) < 512
 
 
+def _per_sample(x):
+    """Whether a batch's columns are built one sample at a time into one reused buffer, each followed by
+    its GEMM (NumPy arrays, N > 1): a sample's columns (a few MB) are still in cache when its GEMM reads
+    them, where the columns of the whole batch (hundreds of MB at ImageNet sizes) are written out to
+    memory and read back; 1.2-1.7x per layer at batch 32 (BENCHMARKS.md)."""
+    return type(x).__module__ == "numpy" and x.shape[0] > 1
+
+
+class _SampleCols:
+    """Columns ``(G, C/G * K, P)`` of one sample at a time of a batch ``x (N, C, *S)`` padded by ``p``:
+    ``cols(i)`` pads sample ``i`` into one reused buffer (its border zeroed once) and lays its windows
+    out in a second one, so a batch costs two buffers of one sample each (no padded copy of the batch)."""
+
+    def __init__(self, x, p, k, s, dil, out, groups, *, xp=np):
+        c = x.shape[1]
+        self.xp = xp
+        self.x, self.k, self.s, self.dil, self.out = x, tuple(k), s, dil, tuple(out)
+        self.inner = (slice(None),) + tuple(slice(v, v + S) for v, S in zip(p, x.shape[2:]))
+        self.pad = xp.zeros((c,) + tuple(S + 2 * v for S, v in zip(x.shape[2:], p)), dtype=x.dtype) \
+            if any(p) else None
+        self.buf = xp.empty((groups, (c // groups) * prod(k), prod(out)), dtype=x.dtype)
+
+    def __call__(self, i):
+        a = self.x[i]
+        if self.pad is not None:
+            self.pad[self.inner] = a
+            a = self.pad
+        k, out, d, xp = self.k, self.out, len(self.k), self.xp
+        w = _windows(a, k, self.s, self.dil, out, xp=xp)   # (C, *out, *k), a view
+        xp.copyto(self.buf.reshape((a.shape[0],) + k + out),
+                  w.transpose((0,) + tuple(range(1 + d, 1 + 2 * d)) + tuple(range(1, 1 + d))))
+        return self.buf
+
+
 def _batch_cols(g, groups):
     """``g (N, C_out, *out)`` as ``(G, C_out/G, N * P)``, the layout of batched columns."""
     n, co = g.shape[:2]
@@ -103,15 +141,21 @@ def _col2im(cols, sp, k, s, dil, out, *, xp=np):
     return dxp
 
 
-def _conv_core(a, w, s, dil, out, groups, *, xp=np):
-    """``(N, C_out, *out)`` = conv of the padded input ``a`` with weight ``w (C_out, C_in/G, *k)``."""
-    n = a.shape[0]
+def _conv_core(x, p, w, s, dil, out, groups, *, xp=np):
+    """``(N, C_out, *out)`` = conv of ``x`` padded by ``p`` with weight ``w (C_out, C_in/G, *k)``."""
+    n = x.shape[0]
     co, k = w.shape[0], w.shape[2:]
     wm = w.reshape(groups, co // groups, -1)
-    if _one_gemm(a, out):
-        y = xp.matmul(wm, _im2col(a, k, s, dil, out, groups, xp=xp, batched=True))   # (G, C_out/G, N * P)
-        return xp.ascontiguousarray(y.reshape((co, n) + tuple(out)).swapaxes(0, 1))
-    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
+    if _one_gemm(x, out):
+        y = xp.matmul(wm, _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp, batched=True))
+        return xp.ascontiguousarray(y.reshape((co, n) + tuple(out)).swapaxes(0, 1))   # from (G, C_out/G, N * P)
+    if _per_sample(x):
+        y = xp.empty((n, groups, co // groups, prod(out)), dtype=xp.result_type(x, w))
+        cols = _SampleCols(x, p, k, s, dil, out, groups, xp=xp)
+        for i in range(n):
+            xp.matmul(wm, cols(i), out=y[i])
+        return y.reshape((n, co) + tuple(out))
+    cols = _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp)
     return xp.matmul(wm, cols).reshape((n, co) + tuple(out))
 
 
@@ -130,7 +174,7 @@ def _conv_data_grad(g, w, spatial, s, p, dil, groups, *, xp=np):
             o + 2 * qi - di * (ki - 1) for o, qi, di, ki in zip(out, q, dil, k)):
         wf = w.reshape((groups, co // groups, cig) + tuple(k)).swapaxes(1, 2)
         wf = wf[(Ellipsis,) + (slice(None, None, -1),) * len(k)].reshape((groups * cig, co // groups) + tuple(k))
-        return _conv_core(_pad(g, q, xp=xp), wf, s, dil, tuple(spatial), groups, xp=xp)
+        return _conv_core(g, q, wf, s, dil, tuple(spatial), groups, xp=xp)
     wm = w.reshape(groups, co // groups, -1)
     if _one_gemm(g, out):
         dcols = xp.matmul(wm.transpose(0, 2, 1), _batch_cols(g, groups))   # (G, C_in/G * K, N * P)
@@ -145,16 +189,24 @@ def _conv_data_grad(g, w, spatial, s, p, dil, groups, *, xp=np):
     return xp.ascontiguousarray(_crop(_col2im(dcols, sp, k, s, dil, out, xp=xp), p))
 
 
-def _conv_weight_grad(a, g, k, s, dil, groups, *, xp=np):
-    """Adjoint of :func:`_conv_core` in its weight (``a`` the padded input): ``(C_out, C_in/G, *k)``."""
+def _conv_weight_grad(x, p, g, k, s, dil, groups, *, xp=np):
+    """Adjoint of :func:`_conv_core` in its weight (``x`` padded by ``p``): ``(C_out, C_in/G, *k)``."""
     n, co = g.shape[:2]
     out = g.shape[2:]
     if _one_gemm(g, out):
-        cols = _im2col(a, k, s, dil, out, groups, xp=xp, batched=True)          # (G, C_in/G * K, N * P)
+        cols = _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp, batched=True)  # (G, C_in/G * K, N * P)
         dw = xp.matmul(_batch_cols(g, groups), cols.transpose(0, 2, 1))        # (G, C_out/G, C_in/G * K)
-        return dw.reshape((co, a.shape[1] // groups) + tuple(k))
-    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
+        return dw.reshape((co, x.shape[1] // groups) + tuple(k))
     gm = g.reshape(n, groups, co // groups, prod(out))
+    if _per_sample(x):
+        cols = _SampleCols(x, p, k, s, dil, out, groups, xp=xp)
+        dw = xp.matmul(gm[0], cols(0).transpose(0, 2, 1))   # (G, C_out/G, C_in/G * K)
+        part = xp.empty_like(dw)
+        for i in range(1, n):
+            dw += xp.matmul(gm[i], cols(i).transpose(0, 2, 1), out=part)
+        return dw.reshape((co, x.shape[1] // groups) + tuple(k))
+    a = _pad(x, p, xp=xp)
+    cols = _im2col(a, k, s, dil, out, groups, xp=xp)
     dw = xp.matmul(gm, cols.transpose(0, 1, 3, 2))        # (N, G, C_out/G, C_in/G * K)
     dw = dw.sum(axis=0) if n != 1 else dw[0]
     return dw.reshape((co, a.shape[1] // groups) + tuple(k))
@@ -179,7 +231,7 @@ def _conv_out(spatial, k, s, p, dil):
 def conv_forward(x, w, b, stride, padding, dilation, groups, *, xp=np):
     """``(N, C_in, *S)``, ``w (C_out, C_in/G, *k)``, ``b (C_out,) | None`` -> ``(N, C_out, *out)``."""
     out = _conv_out(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    y = _conv_core(_pad(x, padding, xp=xp), w, stride, dilation, out, groups, xp=xp)
+    y = _conv_core(x, padding, w, stride, dilation, out, groups, xp=xp)
     return _add_bias(y, b)
 
 
@@ -189,7 +241,7 @@ def conv_backward(x, w, g, stride, padding, dilation, groups, need_x=True, need_
     if need_x:
         dx = _conv_data_grad(g, w, x.shape[2:], stride, padding, dilation, groups, xp=xp)
     if need_w:
-        dw = _conv_weight_grad(_pad(x, padding, xp=xp), g, w.shape[2:], stride, dilation, groups, xp=xp)
+        dw = _conv_weight_grad(x, padding, g, w.shape[2:], stride, dilation, groups, xp=xp)
     if need_b:
         db = _bias_grad(g)
     return dx, dw, db
@@ -211,12 +263,11 @@ def conv_transpose_backward(x, w, g, stride, padding, output_padding, dilation, 
                             need_x=True, need_w=True, need_b=True, *, xp=np):
     """Cotangents ``(dx, dw, db)`` of :func:`conv_transpose_forward`; None where not needed."""
     dx = dw = db = None
-    gp = _pad(g, padding, xp=xp)
     out = x.shape[2:]  # the conv of g seen from x: exactly x's positions (extra output_padding cells dropped)
     if need_x:
-        dx = _conv_core(gp, w, stride, dilation, out, groups, xp=xp)
+        dx = _conv_core(g, padding, w, stride, dilation, out, groups, xp=xp)
     if need_w:
-        dw = _conv_weight_grad(gp, x, w.shape[2:], stride, dilation, groups, xp=xp)
+        dw = _conv_weight_grad(g, padding, x, w.shape[2:], stride, dilation, groups, xp=xp)
     if need_b:
         db = _bias_grad(g)
     return dx, dw, db
@@ -237,42 +288,85 @@ def _first_valid_offset(k, s, p, dil, out, *, xp=np):
     return idx
 
 
-def max_pool_forward(x, kernel_size, stride, padding, dilation, *, xp=np):
+#: Input bytes of the group of planes the host max pooling reduces at a time (about a quarter of L2).
+_POOL_CHUNK_BYTES = 512 * 1024
+
+
+def _clipped(off, spatial, s, p, dil, out):
+    """For kernel offset ``off``: ``(out_slices, in_slices)`` selecting the outputs whose window cell
+    at ``off`` is a real (unpadded) cell and those cells of the unpadded input, or None when no
+    output has one."""
+    osl, isl = [], []
+    for o, S, si, pi, di, n in zip(off, spatial, s, p, dil, out):
+        c = o * di - pi                                  # input cell of output 0
+        lo = max(0, -(c // si) if c < 0 else 0)          # first output reaching cell >= 0
+        hi = min(n, (S - 1 - c) // si + 1) if S - 1 - c >= 0 else 0
+        if lo >= hi:
+            return None
+        osl.append(slice(lo, hi))
+        isl.append(slice(lo * si + c, (hi - 1) * si + c + 1, si))
+    return (Ellipsis,) + tuple(osl), (Ellipsis,) + tuple(isl)
+
+
+def max_pool_forward(x, kernel_size, stride, padding, dilation, winners=True, *, xp=np):
     """``(y, idx)``: window maxima over the last ``d`` axes and the row-major offset of the first winner.
 
     Padding is ``-inf`` and never wins: windows whose maximum is ``-inf`` route to
-    their first real cell. NaN propagates (the first NaN wins).
+    their first real cell. NaN propagates (the first NaN wins). ``winners=False``
+    (a forward nothing differentiates): ``(y, None)``, the maxima alone, at about a
+    third of the cost on the host.
     """
     k = tuple(kernel_size)
     d = len(k)
     out = _conv_out(x.shape[x.ndim - d:], k, stride, padding, dilation)
-    xpad = _pad(x, padding, -np.inf, xp=xp)
     # One strided slab per kernel offset, in row-major order: a later cell wins only when strictly
     # larger, or NaN over a number (argmax's first-winner rule). Slabs are plain strided views, so
     # CuPy runs this without copying a 2d-dimensional window view (whose copy needs a host transfer
     # of its strides and cannot be captured in a CUDA graph).
     offsets = list(itertools.product(*(range(v) for v in k)))
     if xp is np:
-        # On the host: the maxima first (maximum keeps a NaN), then each window's first winner,
-        # assigning the offsets in reverse so that the smallest one that reaches the maximum stays
-        # (and, where the maximum is NaN, the first NaN): the same result as the loop below at about
-        # a third of its passes over the output.
-        slabs = [xpad[_slab(off, stride, dilation, out)] for off in offsets]
-        y = slabs[0].copy()
-        for v in slabs[1:]:
-            xp.maximum(y, v, out=y)
+        lead = x.shape[:x.ndim - d]
+        planes = prod(lead)
+        step = max(1, _POOL_CHUNK_BYTES // max(1, x.itemsize * prod(x.shape[x.ndim - d:])))
+        if planes > step:
+            # A cache-sized group of planes at a time: every offset's pass then reads the group
+            # from cache, not the whole input from memory once per offset (3x at 3x3 windows).
+            xs = x.reshape((planes,) + x.shape[x.ndim - d:])
+            y = xp.empty((planes,) + out, dtype=x.dtype)
+            idx = xp.empty((planes,) + out, dtype=np.int64) if winners else None
+            for a in range(0, planes, step):
+                ya, ia = max_pool_forward(xs[a:a + step], k, stride, padding, dilation, winners, xp=xp)
+                y[a:a + step] = ya
+                if winners:
+                    idx[a:a + step] = ia
+            return y.reshape(lead + out), (idx.reshape(lead + out) if winners else None)
+        # On the host, with no padded copy: each offset meets the real cells of a block of the
+        # output (its clipped slab), so padding never takes part. The maxima first (maximum keeps
+        # a NaN), then each window's first winner, assigning the offsets in reverse so that the
+        # smallest one that reaches the maximum stays (and, where the maximum is NaN, the first
+        # NaN; where it is -inf, the first real cell): the result of the loop below at about a
+        # third of its passes over the output.
+        blocks = [(j,) + b for j, b in enumerate(_clipped(off, x.shape[x.ndim - d:], stride, padding, dilation,
+                                                          out) for off in offsets) if b is not None]
+        y = xp.full(lead + out, -np.inf, dtype=x.dtype)
+        for _, osl, isl in blocks:
+            ys = y[osl]
+            xp.maximum(ys, x[isl], out=ys)
+        if not winners:
+            return y, None
         idx = xp.zeros(y.shape, dtype=np.int64)
         nan = xp.isnan(y)
         any_nan = bool(nan.any())
-        for j in range(len(slabs) - 1, -1, -1):
-            v = slabs[j]
-            hit = v == y
+        for j, osl, isl in reversed(blocks):
+            v = x[isl]
+            hit = v == y[osl]
             if any_nan:
-                hit |= nan & xp.isnan(v)
-            idx[hit] = j
-    else:
-        y = idx = None
-    for j, off in enumerate(offsets if xp is not np else ()):
+                hit |= nan[osl] & xp.isnan(v)
+            xp.copyto(idx[osl], j, where=hit)
+        return y, idx
+    xpad = _pad(x, padding, -np.inf, xp=xp)
+    y = idx = None
+    for j, off in enumerate(offsets):
         v = xpad[_slab(off, stride, dilation, out)]
         if y is None:
             y, idx = v.copy(), xp.zeros(v.shape, dtype=np.int64)
@@ -280,6 +374,8 @@ def max_pool_forward(x, kernel_size, stride, padding, dilation, *, xp=np):
         take = (v > y) | (xp.isnan(v) & ~xp.isnan(y))
         y = xp.where(take, v, y)
         idx = xp.where(take, np.int64(j), idx)
+    if not winners:
+        return y, None
     if any(padding):
         neg = xp.isneginf(y)
         if neg.any():
@@ -291,8 +387,25 @@ def max_pool_backward(g, idx, x_shape, kernel_size, stride, padding, dilation, *
     """Route ``g`` to the winners ``idx`` of :func:`max_pool_forward` -> cotangent of shape ``x_shape``."""
     k = tuple(kernel_size)
     d = len(k)
-    sp = tuple(S + 2 * p for S, p in zip(x_shape[len(x_shape) - d:], padding))
     out = g.shape[g.ndim - d:]
+    if xp is np:
+        # On the host: a cache-sized group of planes at a time, each offset adding its winners' share
+        # to the real cells it meets (no padded gradient to crop).
+        spatial = tuple(x_shape[len(x_shape) - d:])
+        planes = prod(x_shape[:len(x_shape) - d])
+        gs, ids = g.reshape((planes,) + tuple(out)), idx.reshape((planes,) + tuple(out))
+        dx = xp.zeros((planes,) + spatial, dtype=g.dtype)
+        blocks = [(j,) + b for j, b in enumerate(_clipped(off, spatial, stride, padding, dilation, out)
+                                                 for off in itertools.product(*(range(v) for v in k)))
+                  if b is not None]
+        step = max(1, _POOL_CHUNK_BYTES // max(1, g.itemsize * prod(spatial)))
+        zero = g.dtype.type(0)
+        for a in range(0, planes, step):
+            ga, ia, da = gs[a:a + step], ids[a:a + step], dx[a:a + step]
+            for j, osl, isl in blocks:
+                da[isl] += select(ia[osl] == j, ga[osl], zero)   # np.where's bits, without its branches
+        return dx.reshape(tuple(x_shape))
+    sp = tuple(S + 2 * p for S, p in zip(x_shape[len(x_shape) - d:], padding))
     dxp = xp.zeros(tuple(x_shape[:len(x_shape) - d]) + sp, dtype=g.dtype)
     zero = g.dtype.type(0)
     for j, off in enumerate(itertools.product(*(range(v) for v in k))):
