@@ -156,6 +156,21 @@ def test_erf_pattern_with_shared_intermediate_is_not_fused():
     assert "gelu" not in kinds_of(g) and "erf" in kinds_of(g)
 
 
+@pytest.mark.parametrize("mul_in", [["x", "s"], ["s", "x"]])
+def test_x_times_sigmoid_x_becomes_silu(mul_in):
+    m = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", mul_in, ["y0"]),
+                    helper.make_node("Neg", ["y0"], ["y"])], {"x": (4, 6)}, ["y"])
+    g = compare(m, {"x": rnd(4, 6, lo=-9, hi=9)})
+    assert kinds_of(g) == ["input", "silu", "neg"]
+
+
+def test_sigmoid_read_twice_is_not_fused_into_silu():
+    m = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"]),
+                    helper.make_node("Add", ["s", "y"], ["z"])], {"x": (3, 5)}, ["z"])
+    g = compare(m, {"x": rnd(3, 5, lo=-6, hi=6)})
+    assert "silu" not in kinds_of(g) and "sigmoid" in kinds_of(g)
+
+
 @pytest.mark.parametrize("trans_b,alpha,beta,bias_shape", [
     (1, 1.0, 1.0, (4,)), (0, 0.5, 2.0, (1, 4)), (1, 1.0, 1.0, None), (0, 1.0, 1.0, (3, 4))])
 def test_gemm_constant_weight(trans_b, alpha, beta, bias_shape):

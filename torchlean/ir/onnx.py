@@ -1523,6 +1523,23 @@ def _find_gelus(nodes, const_of, consumers, graph_outputs):
     return found
 
 
+def _find_silus(nodes, consumers, graph_outputs):
+    """Match ``Mul(x, Sigmoid(x))`` whose sigmoid nothing else reads: SiLU (Swish), as exporters write
+    ``nn.SiLU``. Returns ``{index of the Mul: (x, y, {indices of the Sigmoid and the Mul})}``."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output}
+    found = {}
+    for km, m in enumerate(nodes):
+        if m.op_type != "Mul" or len(m.input) != 2:
+            continue
+        for s_name, x in ((m.input[0], m.input[1]), (m.input[1], m.input[0])):
+            ks = producer.get(s_name)
+            if ks is not None and nodes[ks].op_type == "Sigmoid" and list(nodes[ks].input) == [x] \
+                    and consumers.get(s_name) == [km] and s_name not in graph_outputs:
+                found[km] = (x, m.output[0], {ks, km})
+                break
+    return found
+
+
 # ---- the driver ------------------------------------------------------------------------------
 
 def _load_model(model_or_path):
@@ -1546,7 +1563,8 @@ def from_onnx(model_or_path, input_shapes=None) -> tuple:
     order; their shapes must be static unless ``input_shapes`` (a list of
     shapes, or a dict name -> shape) fixes them. The outputs of the ONNX graph
     are the IR graph's outputs. Supported ops are the keys of :data:`CONVERTERS`,
-    and the Erf form of GELU becomes one ``gelu`` node (one fused kernel instead of five).
+    and the Erf form of GELU becomes one ``gelu`` node (one fused kernel instead of five), ``x * sigmoid(x)``
+    one ``silu`` node.
 
         >>> import numpy as np
         >>> from onnx import helper, TensorProto
@@ -1658,7 +1676,7 @@ def _convert(model, input_shapes):
 
 def _run_nodes(b, nodes, env, outputs, opset, fuse=False):
     """Convert ``nodes`` in order into ``env`` (ONNX names -> IR refs or constants). ``fuse``: match the
-    Erf form of GELU first (the top-level graph). If and Loop are unfolded here: an If whose condition
+    Erf form of GELU and ``x * sigmoid(x)`` (SiLU) first (the top-level graph). If and Loop are unfolded here: an If whose condition
     is a constant becomes its chosen branch, a Loop with a constant trip count and constant conditions
     becomes that many copies of its body; a condition or count computed at run time raises IRError."""
     onnx, helper, numpy_helper = _onnx()
@@ -1675,15 +1693,20 @@ def _run_nodes(b, nodes, env, outputs, opset, fuse=False):
                 return _constant_value(b, n, helper, numpy_helper)
         return None
 
-    gelus = _find_gelus(nodes, const_of, consumers, set(outputs)) if fuse else {}
-    in_pattern = set().union(*(p for _, _, p in gelus.values())) if gelus else set()
+    fused = {}
+    if fuse:
+        fused = {k: ("gelu",) + v for k, v in _find_gelus(nodes, const_of, consumers, set(outputs)).items()}
+        taken = set().union(*(p for _, _, _, p in fused.values())) if fused else set()
+        fused.update((k, ("silu",) + v) for k, v in _find_silus(nodes, consumers, set(outputs)).items()
+                     if not v[2] & taken)
+    in_pattern = set().union(*(p for _, _, _, p in fused.values())) if fused else set()
     for k, n in enumerate(nodes):
         b.where = f"ONNX node {n.name or k!r} ({n.op_type})"
         if n.domain not in ("", "ai.onnx"):
             b.fail(f"op domain {n.domain!r} is not supported")
-        if k in gelus:
-            x, y, _ = gelus[k]
-            env[y] = b.add("gelu", _get(b, env, x))
+        if k in fused:
+            kind, x, y, _ = fused[k]
+            env[y] = b.add(kind, _get(b, env, x))
             continue
         if k in in_pattern:
             continue

@@ -65,23 +65,32 @@ def relu(x):
 
 
 def _sigmoid(x):
-    # Stable for large |x|: exp only of -|x|. r = 1/(1 + e^-|x|) is the value for x >= 0 and
-    # e^x r for x < 0; exp(min(x, 0)) is exactly 1 or exactly e^x = e^-|x|, so one product gives
-    # both without a branch per element (np.where's costs 4 ns each on a random sign pattern).
-    r = np.reciprocal(np.exp(-np.abs(x)) + _c(x, 1))
-    return r * np.exp(np.minimum(x, _c(x, 0)))
+    # torch's CPU form, 1 / (1 + e^-x): four passes, relative accuracy everywhere the result is a
+    # normal number; e^-x overflows to inf below x = -88.7 (float32), giving 0 where the meaning is
+    # a subnormal (as torch gives). The caller silences the overflow warning.
+    e = np.exp(-x)
+    e += _c(x, 1)
+    return np.reciprocal(e, out=e) if type(e) is np.ndarray else np.reciprocal(e)
 
 
 def sigmoid(x):
-    return blockwise(_sigmoid, x)
+    with np.errstate(over="ignore"):
+        return blockwise(_sigmoid, x)
 
 
 def softplus(x):
     return np.maximum(x, _c(x, 0)) + np.log1p(np.exp(-np.abs(x)))
 
 
+def _silu(x):
+    e = np.exp(-x)
+    e += _c(x, 1)
+    return x / e                  # torch's x / (1 + e^-x): one rounding less than x * sigmoid(x)
+
+
 def silu(x):
-    return blockwise(lambda v: v * _sigmoid(v), x)
+    with np.errstate(over="ignore", invalid="ignore"):   # silu(-inf) = -inf / inf: NaN, as torch
+        return blockwise(_silu, x)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -238,7 +247,8 @@ def tanh_bwd(y, g):
 
 
 def softplus_bwd(x, g):
-    return blockwise(lambda v, gv: gv * _sigmoid(v), x, g)
+    with np.errstate(over="ignore"):
+        return blockwise(lambda v, gv: gv * _sigmoid(v), x, g)
 
 
 def _silu_bwd(x, g):
@@ -247,7 +257,8 @@ def _silu_bwd(x, g):
 
 
 def silu_bwd(x, g):
-    return blockwise(_silu_bwd, x, g)
+    with np.errstate(over="ignore"):
+        return blockwise(_silu_bwd, x, g)
 
 
 def gelu_bwd(x, g, approximate="none"):
