@@ -191,6 +191,15 @@ def test_bench_lists_suites(capsys):
     assert re.search(r"^\s+cpu\s+CPU: MLP training step", out, re.M), out
 
 
+def test_bench_forwards_the_suites_own_options(capsys, monkeypatch):
+    import runpy
+    seen = []
+    monkeypatch.setattr(runpy, "run_path", lambda path, run_name=None: seen.append(list(sys.argv)))
+    code, out, err = run(capsys, "bench", "--runs", "3", "onnx", "--only-full", "--resnet18", "1,32")
+    assert code == 0, err
+    assert seen[0][0].endswith("bench_onnx.py") and seen[0][1:] == ["--runs", "3", "--only-full", "--resnet18", "1,32"]
+
+
 def test_bench_unknown_suite_is_clean_error(capsys):
     code, out, err = run(capsys, "bench", "no_such_suite")
     assert code == 1
