@@ -69,6 +69,16 @@ def test_conv_matches_torch(rng, xs, ws, s, p, dil, groups):
         _close(a, e)
 
 
+@pytest.mark.parametrize("block", [1, 300])
+@pytest.mark.parametrize("xs,ws,s,p,dil,groups", CONV_CASES)
+def test_conv_in_bands_of_output_rows_matches_torch(monkeypatch, rng, block, xs, ws, s, p, dil, groups):
+    """Columns past the host's block size are built a band of output rows at a time (here: one row,
+    or a few): the same forward and gradients, for one sample as for a batch."""
+    from torchlean.kernels.host import conv
+    monkeypatch.setattr(conv, "_COLS_BLOCK", block)
+    test_conv_matches_torch(rng, xs, ws, s, p, dil, groups)
+
+
 CONVT_CASES = [
     # x, w, stride, padding, output_padding, dilation, groups
     ((2, 8, 4, 4), (8, 4, 4, 4), (2, 2), (1, 1), (0, 0), (1, 1), 1),   # DCGAN-style upsampling

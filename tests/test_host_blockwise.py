@@ -83,3 +83,21 @@ def test_select_is_where_bit_for_bit(rng, dtype):
     assert np.array_equal(base.select(c[0], a, b), np.where(c[0], a, b), equal_nan=True)
     ai = np.arange(10)
     assert base.select(ai > 4, ai, 0).tolist() == np.where(ai > 4, ai, 0).tolist()
+
+
+@pytest.mark.parametrize("shape,axes", [((3, 70001), (1,)), ((5, 7, 9001), (0, 2)), ((1, 3, 50000), (0, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocked_norm_statistics_equal_the_float64_two_pass(rng, shape, axes, dtype):
+    """Layer and batch normalization's statistics of large host arrays (a float64 buffered sum, then
+    the squared deviations a block at a time) against the float64 two-pass formula, with a mean far
+    from zero (where a one-pass variance would cancel)."""
+    from torchlean.kernels.host import norm
+    x = (rng.standard_normal(shape) * 0.01 + 1000.0).astype(dtype)
+    assert x.size > 4 * norm._STATS_BLOCK
+    mu, var = norm._stats(x, axes)
+    x64 = x.astype(np.float64)
+    want_mu = x64.mean(axis=axes, keepdims=True)
+    want_var = ((x64 - want_mu) ** 2).mean(axis=axes, keepdims=True)
+    assert mu.shape == want_mu.shape and var.shape == want_var.shape and mu.dtype == var.dtype == np.float64
+    np.testing.assert_allclose(mu, want_mu, rtol=1e-15)
+    np.testing.assert_allclose(var, want_var, rtol=1e-11)

@@ -67,6 +67,11 @@ def test_pad_hand_cases():
     assert FR.pad(x, (2, 1), "reflect").flatten().tolist() == [2, 1, 0, 1, 2, 3, 4, 3]
     assert FR.pad(x, (2, -1), "circular").flatten().tolist() == [2, 3, 0, 1, 2, 3]
     assert FR.pad(x, (-2, 2), "replicate").flatten().tolist() == [2, 3, 4, 4, 4]
+    assert FR.pad(x, (1, 12), "replicate").flatten().tolist() == [0, 0, 1, 2, 3] + [4] * 13   # many runs
+    for mode in ("reflect", "replicate", "circular"):    # a crop to one run is a new tensor, as torch's
+        y = FR.pad(x, (-1, -1), mode)
+        y.add_(10.0)
+        assert x.flatten().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and y.flatten().tolist() == [11.0, 12.0, 13.0]
     # constant pads any number of leading axes, of any rank, and keeps the dtype
     i = tl.tensor(np.arange(6).reshape(2, 3))
     y = FR.pad(i, (1, 0, 0, 1), value=7)

@@ -83,6 +83,27 @@ def _pad_index(mode, L, lo, hi):
     return np.where(j > L - 1, 2 * (L - 1) - j, j)
 
 
+def _take_runs(x, ax, idx):
+    """``index_select(x, ax, idx)`` for an index vector of a few runs of consecutive indices, ascending
+    or descending (the non-constant pads): one ``narrow`` per run (flipped when it descends) joined by
+    one ``cat``, which copies the border slabs and the result once, where ``index_select`` moves the
+    axis to the front and back (two transposing copies of the whole tensor). More than 8 runs (a
+    replicate pad wider than that): ``index_select``."""
+    runs, i, n = [], 0, len(idx)
+    while i < n:
+        j = i + 1
+        step = int(idx[j] - idx[i]) if j < n else 1
+        if step in (1, -1):
+            while j < n and idx[j] - idx[j - 1] == step:
+                j += 1
+        runs.append((int(min(idx[i], idx[j - 1])), j - i, step == -1 and j - i > 1))
+        i = j
+    if len(runs) > 8:
+        return index_select(x, ax, idx)
+    parts = [x.narrow(ax, lo, length).flip(ax) if down else x.narrow(ax, lo, length) for lo, length, down in runs]
+    return parts[0].clone() if len(parts) == 1 else cat(parts, dim=ax)
+
+
 def pad(input, pad, mode="constant", value=None):  # noqa: A002 - PyTorch's names
     """torch.nn.functional.pad: ``pad`` lists (left, right) pairs from the last axis backwards.
 
@@ -137,7 +158,7 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - PyTorch's name
             raise ShapeError(f"pad: input of size {L} at dimension {ax} is too small for padding ({lo}, {hi}): "
                              f"calculated output size {lo + L + hi}")
         if lo or hi:
-            x = index_select(x, ax, _pad_index(mode, L, lo, hi))
+            x = _take_runs(x, ax, _pad_index(mode, L, lo, hi))
     return x.clone() if x is input else x
 
 

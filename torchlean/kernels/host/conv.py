@@ -92,38 +92,56 @@ def _one_gemm(x, out):
     return type(x).__module__ == "numpy" and x.shape[0] > 1 and prod(out) < 512
 
 
-def _per_sample(x):
-    """Whether a batch's columns are built one sample at a time into one reused buffer, each followed by
-    its GEMM (NumPy arrays, N > 1): a sample's columns (a few MB) are still in cache when its GEMM reads
-    them, where the columns of the whole batch (hundreds of MB at ImageNet sizes) are written out to
-    memory and read back; 1.2-1.7x per layer at batch 32 (BENCHMARKS.md)."""
-    return type(x).__module__ == "numpy" and x.shape[0] > 1
+#: Elements of one block of columns on the host (8 MB of float32): larger column sets are built and
+#: multiplied a band of output rows at a time.
+_COLS_BLOCK = 1 << 21
+
+
+def _per_sample(x, c, k, out):
+    """Whether the columns are built one sample (and, past :data:`_COLS_BLOCK` elements, one band of
+    output rows) at a time into one reused buffer, each block followed by its GEMM (NumPy arrays, N > 1
+    or large columns): a block's columns are still in cache when its GEMM reads them, where the columns
+    of the whole batch (hundreds of MB at ImageNet sizes, 1.1 GB for a 9x9 convolution of a 1080^2
+    image) are written out to memory and read back; 1.2-1.7x per layer at batch 32 (BENCHMARKS.md)."""
+    return type(x).__module__ == "numpy" and (x.shape[0] > 1 or c * prod(k) * prod(out) > _COLS_BLOCK)
 
 
 class _SampleCols:
-    """Columns ``(G, C/G * K, P)`` of one sample at a time of a batch ``x (N, C, *S)`` padded by ``p``:
-    ``cols(i)`` pads sample ``i`` into one reused buffer (its border zeroed once) and lays its windows
-    out in a second one, so a batch costs two buffers of one sample each (no padded copy of the batch)."""
+    """Columns ``(G, C/G * K, rows * Q)`` of one sample of ``x (N, C, *S)`` padded by ``p``, a band of
+    ``rows`` output rows (first output axis; ``Q`` the positions of one row) at a time: ``cols(i, r)``
+    pads sample ``i`` into one reused buffer (its border zeroed once) and lays the windows of rows
+    ``r, r + 1, ...`` out in a second one. :attr:`bands` lists each sample's ``(r, rows)``; a batch costs
+    two buffers of at most one sample each (no padded copy of the batch)."""
 
     def __init__(self, x, p, k, s, dil, out, groups, *, xp=np):
         c = x.shape[1]
-        self.xp = xp
+        self.xp, self.groups = xp, groups
         self.x, self.k, self.s, self.dil, self.out = x, tuple(k), s, dil, tuple(out)
         self.inner = (slice(None),) + tuple(slice(v, v + S) for v, S in zip(p, x.shape[2:]))
         self.pad = xp.zeros((c,) + tuple(S + 2 * v for S, v in zip(x.shape[2:], p)), dtype=x.dtype) \
             if any(p) else None
-        self.buf = xp.empty((groups, (c // groups) * prod(k), prod(out)), dtype=x.dtype)
+        self.q = prod(out[1:])
+        step = max(1, min(out[0], _COLS_BLOCK // max(1, c * prod(k) * self.q)))
+        self.bands = [(r, min(step, out[0] - r)) for r in range(0, out[0], step)]
+        self.buf = xp.empty(c * prod(k) * step * self.q, dtype=x.dtype)
+        self._at = -1
 
-    def __call__(self, i):
-        a = self.x[i]
-        if self.pad is not None:
-            self.pad[self.inner] = a
-            a = self.pad
-        k, out, d, xp = self.k, self.out, len(self.k), self.xp
-        w = _windows(a, k, self.s, self.dil, out, xp=xp)   # (C, *out, *k), a view
-        xp.copyto(self.buf.reshape((a.shape[0],) + k + out),
+    def __call__(self, i, r=0):
+        xp, k, out, d = self.xp, self.k, self.out, len(self.k)
+        if self._at != i:
+            self._at = i
+            a = self.x[i]
+            if self.pad is not None:
+                self.pad[self.inner] = a
+                a = self.pad
+            self.win = _windows(a, k, self.s, self.dil, out, xp=xp)   # (C, *out, *k), a view
+        rows = next(n for r0, n in self.bands if r0 == r)
+        c = self.x.shape[1]
+        w = self.win[:, r:r + rows]
+        buf = self.buf[:c * prod(k) * rows * self.q]
+        xp.copyto(buf.reshape((c,) + k + (rows,) + out[1:]),
                   w.transpose((0,) + tuple(range(1 + d, 1 + 2 * d)) + tuple(range(1, 1 + d))))
-        return self.buf
+        return buf.reshape(self.groups, -1, rows * self.q)
 
 
 def _batch_cols(g, groups):
@@ -152,11 +170,13 @@ def _conv_core(x, p, w, s, dil, out, groups, *, xp=np):
     if _one_gemm(x, out):
         y = xp.matmul(wm, _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp, batched=True))
         return xp.ascontiguousarray(y.reshape((co, n) + tuple(out)).swapaxes(0, 1))   # from (G, C_out/G, N * P)
-    if _per_sample(x):
+    if _per_sample(x, x.shape[1], k, out):
         y = xp.empty((n, groups, co // groups, prod(out)), dtype=xp.result_type(x, w))
         cols = _SampleCols(x, p, k, s, dil, out, groups, xp=xp)
+        q = cols.q
         for i in range(n):
-            xp.matmul(wm, cols(i), out=y[i])
+            for r, rows in cols.bands:
+                xp.matmul(wm, cols(i, r), out=y[i, :, :, r * q:(r + rows) * q])
         return y.reshape((n, co) + tuple(out))
     cols = _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp)
     return xp.matmul(wm, cols).reshape((n, co) + tuple(out))
@@ -201,12 +221,18 @@ def _conv_weight_grad(x, p, g, k, s, dil, groups, *, xp=np):
         dw = xp.matmul(_batch_cols(g, groups), cols.transpose(0, 2, 1))        # (G, C_out/G, C_in/G * K)
         return dw.reshape((co, x.shape[1] // groups) + tuple(k))
     gm = g.reshape(n, groups, co // groups, prod(out))
-    if _per_sample(x):
+    if _per_sample(x, x.shape[1], k, out):
         cols = _SampleCols(x, p, k, s, dil, out, groups, xp=xp)
-        dw = xp.matmul(gm[0], cols(0).transpose(0, 2, 1))   # (G, C_out/G, C_in/G * K)
-        part = xp.empty_like(dw)
-        for i in range(1, n):
-            dw += xp.matmul(gm[i], cols(i).transpose(0, 2, 1), out=part)
+        q = cols.q
+        dw = part = None
+        for i in range(n):
+            for r, rows in cols.bands:
+                gb = gm[i, :, :, r * q:(r + rows) * q]
+                if dw is None:
+                    dw = xp.matmul(gb, cols(i, r).transpose(0, 2, 1))   # (G, C_out/G, C_in/G * K)
+                    part = xp.empty_like(dw)
+                else:
+                    dw += xp.matmul(gb, cols(i, r).transpose(0, 2, 1), out=part)
         return dw.reshape((co, x.shape[1] // groups) + tuple(k))
     a = _pad(x, p, xp=xp)
     cols = _im2col(a, k, s, dil, out, groups, xp=xp)

@@ -12,9 +12,37 @@ import numpy as np
 # ---- normalization --------------------------------------------------------------------------
 
 
+#: Elements per block of the host's blocked statistics (128 KB of float32).
+_STATS_BLOCK = 1 << 15
+
+
+def _stats_blocked(x3):
+    """:func:`_stats` of a NumPy ``(N, C, S)`` array over axes (0, 2), without a float64 copy of it:
+    the sum runs in float64 through NumPy's buffered reduction, the squared deviations a cache-sized
+    block at a time (2-4x on activations of tens of MB)."""
+    n, c, s = x3.shape
+    count = n * s
+    mu = x3.sum(axis=(0, 2), dtype=np.float64) / count
+    acc = mu * 0.0
+    step = max(1, _STATS_BLOCK // max(c, 1))
+    m = mu[:, None]
+    for i in range(n):
+        for a in range(0, s, step):
+            d = x3[i, :, a:a + step].astype(np.float64)
+            d -= m
+            d *= d
+            acc += d.sum(axis=1)
+    return mu, acc / count
+
+
 def _stats(x, axes):
     """Mean and biased variance over ``axes`` (keepdims), two-pass in float64 (array methods only:
-    no array namespace needed)."""
+    no array namespace needed; a large NumPy array: :func:`_stats_blocked`)."""
+    if type(x).__module__ == "numpy" and x.size > 4 * _STATS_BLOCK and x.ndim in (2, 3) and x.shape[0] * x.shape[-1]:
+        x3 = x.reshape((1,) + x.shape) if x.ndim == 2 else x     # layer norm's rows are batch norm's channels
+        mu, var = _stats_blocked(x3)
+        shape = (x.shape[0], 1) if x.ndim == 2 else (1, x.shape[1], 1)
+        return mu.reshape(shape), var.reshape(shape)
     x64 = x.astype(np.float64, copy=False)
     mu = x64.mean(axis=axes, keepdims=True)
     d = x64 - mu
