@@ -112,7 +112,10 @@ class _FakeGPU:
             self.calls += 1
             return np.matmul(a, b)
 
-        return SimpleNamespace(from_host=from_host, matmul=matmul, to_host=lambda x: np.array(x))
+        def matmul_t(a, b, ta, tb):
+            return matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
+
+        return SimpleNamespace(from_host=from_host, matmul=matmul, matmul_t=matmul_t, to_host=lambda x: np.array(x))
 
 
 @pytest.mark.parametrize("precision,dtype", [("fp32", np.float32), ("fp64", np.float64)])

@@ -94,13 +94,16 @@ _PRECISION = {"fp32": np.float32, "fp64": np.float64}
 
 
 def routed(host, gpu, precision: str) -> SimpleNamespace:
-    """``host`` with matmul, bmm, linear and linear_bwd computed on the surface ``gpu``: the
+    """``host`` with matmul, matmul_t, bmm, linear and linear_bwd computed on the surface ``gpu``: the
     inputs are uploaded (rounded to float32 for ``"fp32"``), multiplied there (SGEMM or DGEMM on
     CUDA), and the result comes back in the inputs' dtype."""
     dt = _PRECISION[precision]
 
     def mm(a, b):
         return host.astype(gpu.to_host(gpu.matmul(gpu.from_host(a, dt), gpu.from_host(b, dt))), a.dtype)
+
+    def mm_t(a, b, ta=False, tb=False):
+        return host.astype(gpu.to_host(gpu.matmul_t(gpu.from_host(a, dt), gpu.from_host(b, dt), ta, tb)), a.dtype)
 
     def linear(x, w, b=None):
         y = mm(x, host.transpose2d(w))
@@ -113,7 +116,8 @@ def routed(host, gpu, precision: str) -> SimpleNamespace:
         db = host.sum(g2, (0,), False) if need_b else None
         return dx, dw, db
 
-    return SimpleNamespace(**{**vars(host), "matmul": mm, "bmm": mm, "linear": linear, "linear_bwd": linear_bwd})
+    return SimpleNamespace(**{**vars(host), "matmul": mm, "matmul_t": mm_t, "bmm": mm, "linear": linear,
+                              "linear_bwd": linear_bwd})
 
 
 def routed_host(precision: str) -> SimpleNamespace:

@@ -90,6 +90,8 @@ CONTRACT: dict[str, dict[str, str]] = {
     "linalg": {
         "bmm": "(a[batch, m, n], b[batch, n, p]) -> [batch, m, p]",
         "matmul": "(a, b) -> NumPy matmul semantics (2-D, batched with broadcast prefixes)",
+        "matmul_t": ("(a, b, ta, tb) -> matmul(a with its last two axes swapped if ta, b likewise if tb) (both "
+                     "at least 2-D); a swap is an operand flag where the device's products take strides"),
         "linear": "(x[..., in], w[out, in], b[out] | None) -> x @ w.T + b",
         "linear_bwd": "(x, w, g, need_x, need_w, need_b) -> (dx, dw, db), None where not needed",
         # decompositions (LAPACK on the host, cuSOLVER on CUDA); batch axes lead everywhere; where a

@@ -400,7 +400,7 @@ DECLARED = {
     "permute": "permute", "concat": "sequence", "stack": "sequence", "basic_index": "basic_index",
     "basic_index_add": "basic_index_add", "flip": "flip",
     "scatter_add_row": "scatter_row", "device_ints": "ints", "host_ints": "ints",
-    "linear": "linear",
+    "linear": "linear", "matmul_t": "matmul_t",
     "linalg_solve": "linalg", "linalg_cholesky": "linalg", "linalg_cholesky_bwd": "linalg",
     "linalg_qr": "linalg", "linalg_qr_bwd": "linalg", "linalg_svd": "linalg", "linalg_svd_bwd": "linalg",
     "linalg_eigh": "linalg", "linalg_eigh_bwd": "linalg", "linalg_det": "linalg", "linalg_det_bwd": "linalg",
@@ -1175,6 +1175,21 @@ _BMM = [((3, 31, 65), (3, 65, 17)), ((1, 1, 1), (1, 1, 1)), ((2, 7, 0), (2, 0, 3
 def _matmul(k: Kernel):
     batched = len(k.sig.args[0].dims or ()) == 3
     return [k.case({"a": k.rand(sa), "b": k.rand(sb)}, f"{sa} @ {sb}") for sa, sb in (_BMM if batched else _MATMUL)]
+
+
+@generator("matmul_t")
+def _matmul_t(k: Kernel):
+    out = []
+    for sa, sb in _MATMUL + _BMM:
+        if len(sa) < 2 or len(sb) < 2:
+            continue
+        for ta in (False, True):
+            for tb in (False, True):
+                a, b = k.rand(sa), k.rand(sb)
+                a = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+                b = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+                out.append(k.case({"a": a, "b": b, "ta": ta, "tb": tb}, f"{sa} @ {sb} ta={ta} tb={tb}"))
+    return out
 
 
 @generator("linear")

@@ -25,8 +25,8 @@ def _matmul_bwd(K, s, g, n):
     a, b = s
     a2, b2, full, _ = matmul_plan(a.shape, b.shape)
     A, B, G = a.reshape(a2), b.reshape(b2), g.reshape(full)
-    da = K.sum_to_shape(K.matmul(G, _mT(K, B)), a2).reshape(a.shape) if n[0] else None
-    db = K.sum_to_shape(K.matmul(_mT(K, A), G), b2).reshape(b.shape) if n[1] else None
+    da = K.sum_to_shape(K.matmul_t(G, B, False, True), a2).reshape(a.shape) if n[0] else None
+    db = K.sum_to_shape(K.matmul_t(A, G, True, False), b2).reshape(b.shape) if n[1] else None
     return da, db
 
 
@@ -37,7 +37,7 @@ defrule("matmul", lambda K, a, b: (K.matmul(a, b), (a, b)), _matmul_bwd)
 
 def _bmm_bwd(K, s, g, n):
     a, b = s
-    return (K.bmm(g, _mT(K, b)) if n[0] else None, K.bmm(_mT(K, a), g) if n[1] else None)
+    return (K.matmul_t(g, b, False, True) if n[0] else None, K.matmul_t(a, g, True, False) if n[1] else None)
 
 
 defrule("bmm", lambda K, a, b: (K.bmm(a, b), (a, b)), _bmm_bwd)

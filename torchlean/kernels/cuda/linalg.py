@@ -14,6 +14,7 @@ from . import gemm as _gemm
 from .base import _EW_PER_BLOCK, _ND, _THREADS, _dev
 from .elementwise import _BIN_L, _OP_ADD, _bin_launcher
 from .reduce import _reduce
+from .shape import swap_adjacent_at_depth
 
 
 def bmm(a, b):
@@ -25,6 +26,16 @@ def bmm(a, b):
 
 def matmul(a, b):
     return _gemm.matmul(a, b)  # cupy.matmul, or direct cuBLAS where a CUDA graph is captured
+
+
+def matmul_t(a, b, ta=False, tb=False):
+    # the swapped operands as contiguous copies, the products' inputs the rules gave before matmul_t
+    # (graph capture's direct cuBLAS path takes contiguous batches)
+    if ta:
+        a = swap_adjacent_at_depth(a, a.shape, a.ndim - 2)
+    if tb:
+        b = swap_adjacent_at_depth(b, b.shape, b.ndim - 2)
+    return _gemm.matmul(a, b)
 
 
 def linear(x, w, b=None):

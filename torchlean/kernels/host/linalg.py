@@ -19,6 +19,11 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
+def matmul_t(a, b, ta=False, tb=False):
+    # BLAS reads a transposed operand in place: no contiguous copy of either
+    return np.matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
+
+
 def linear(x, w, b=None):
     y = x @ w.T
     if b is not None:
