@@ -48,6 +48,9 @@ CONV_CASES = [
     ((3, 4, 26, 24), (6, 2, 3, 3), (1, 1), (1, 1), (1, 1), 2),
     ((2, 3, 50, 46), (4, 3, 5, 3), (2, 1), (2, 1), (1, 2), 1),
     ((3, 2, 700), (4, 1, 3), (1,), (1,), (1,), 2),
+    # depthwise 2-d with unit strides: the direct multiply-adds on the host (the data gradient too)
+    ((2, 6, 9, 7), (6, 1, 3, 2), (1, 1), (1, 0), (1, 1), 6),
+    ((1, 5, 8, 8), (5, 1, 3, 3), (1, 1), (2, 1), (1, 1), 5),
     # pointwise (1x1, stride 1, no padding): the input is its own columns
     ((3, 8, 5, 7), (6, 4, 1, 1), (1, 1), (0, 0), (1, 1), 2),
     ((2, 4, 9), (5, 4, 1), (1,), (0,), (3,), 1),
@@ -76,6 +79,13 @@ def test_conv_in_bands_of_output_rows_matches_torch(monkeypatch, rng, block, xs,
     or a few): the same forward and gradients, for one sample as for a batch."""
     from torchlean.kernels.host import conv
     monkeypatch.setattr(conv, "_COLS_BLOCK", block)
+    test_conv_matches_torch(rng, xs, ws, s, p, dil, groups)
+
+
+@pytest.mark.parametrize("xs,ws,s,p,dil,groups", [c for c in CONV_CASES if c[5] == c[0][1] == c[1][0]])
+def test_depthwise_conv_one_channel_at_a_time_matches_torch(monkeypatch, rng, xs, ws, s, p, dil, groups):
+    from torchlean.kernels.host import conv
+    monkeypatch.setattr(conv, "_DEPTHWISE_BLOCK", 1)
     test_conv_matches_torch(rng, xs, ws, s, p, dil, groups)
 
 

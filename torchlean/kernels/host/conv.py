@@ -159,6 +159,41 @@ def _col2im(cols, sp, k, s, dil, out, *, xp=np):
     return dxp
 
 
+#: Elements of one group of channels the direct depthwise convolution works on (256 KB of float32).
+_DEPTHWISE_BLOCK = 1 << 16
+
+
+def _depthwise_direct(x, p, w, out, *, xp=np):
+    """A 2-d depthwise convolution with unit strides and dilations (``w (C, 1, kh, kw)``, groups = C),
+    computed directly: each channel group is padded into a flat buffer, and every kernel offset is one
+    contiguous slice of it (outputs on the padded width, cropped at the end), multiplied by that
+    offset's weights and added: ``kh kw`` multiply-adds over cache-resident rows instead of columns
+    ``kh kw`` times the input's size (1.4-1.9x at batch 32 and at 3x3)."""
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[2:]
+    hp, wp = h + 2 * p[0], wd + 2 * p[1]
+    ho, wo = out
+    span = ho * wp
+    wf = w.reshape(c, kh * kw)
+    y = xp.empty((n, c, ho, wo), dtype=xp.result_type(x, w))
+    cs = max(1, min(c, _DEPTHWISE_BLOCK // (hp * wp)))
+    pad = xp.zeros((cs, hp * wp + kw), dtype=x.dtype)   # + kw: the last offsets read past the last row
+    acc, tmp = xp.empty((cs, span), dtype=y.dtype), xp.empty((cs, span), dtype=y.dtype)
+    for i in range(n):
+        for c0 in range(0, c, cs):
+            m = min(cs, c - c0)
+            pad[:m, :hp * wp].reshape(m, hp, wp)[:, p[0]:p[0] + h, p[1]:p[1] + wd] = x[i, c0:c0 + m]
+            a, t = acc[:m], tmp[:m]
+            for j in range(kh * kw):
+                off = (j // kw) * wp + j % kw
+                if j == 0:
+                    xp.multiply(pad[:m, off:off + span], wf[c0:c0 + m, j:j + 1], out=a)
+                else:
+                    a += xp.multiply(pad[:m, off:off + span], wf[c0:c0 + m, j:j + 1], out=t)
+            y[i, c0:c0 + m] = a.reshape(m, ho, wp)[:, :, :wo]
+    return y
+
+
 def _conv_core(x, p, w, s, dil, out, groups, *, xp=np):
     """``(N, C_out, *out)`` = conv of ``x`` padded by ``p`` with weight ``w (C_out, C_in/G, *k)``."""
     n = x.shape[0]
@@ -167,6 +202,9 @@ def _conv_core(x, p, w, s, dil, out, groups, *, xp=np):
     if type(x).__module__ == "numpy" and not any(p) and all(v == 1 for v in tuple(k) + tuple(s)):
         # a pointwise convolution: the columns are the input itself, no copy
         return xp.matmul(wm, x.reshape(n, groups, x.shape[1] // groups, -1)).reshape((n, co) + tuple(out))
+    if type(x).__module__ == "numpy" and len(k) == 2 and groups == x.shape[1] == co and n * co \
+            and all(v == 1 for v in tuple(s) + tuple(dil)) and (n > 1 or prod(k) <= 9):
+        return _depthwise_direct(x, p, w, out, xp=xp)
     if _one_gemm(x, out):
         y = xp.matmul(wm, _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp, batched=True))
         return xp.ascontiguousarray(y.reshape((co, n) + tuple(out)).swapaxes(0, 1))   # from (G, C_out/G, N * P)
