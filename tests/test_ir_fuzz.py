@@ -36,10 +36,11 @@ def _saved(tmp: Path):
 
 
 def _load_with(js: bytes, side: bytes):
-    d = Path(tempfile.mkdtemp())
-    (d / "m.json").write_bytes(js)
-    (d / "m.json.safetensors").write_bytes(side)
-    return ir.load(d / "m.json")
+    with tempfile.TemporaryDirectory() as name:   # one per hypothesis example, removed after it
+        d = Path(name)
+        (d / "m.json").write_bytes(js)
+        (d / "m.json.safetensors").write_bytes(side)
+        return ir.load(d / "m.json")
 
 
 def test_original_loads(tmp_path):

@@ -201,10 +201,11 @@ def list(github, force_reload=False, skip_validation=False, trust_repo="check", 
     ``skip_validation``, ``trust_repo`` and ``verbose`` concern downloads and have no effect.
 
         >>> import torchlean as tl, tempfile, os
-        >>> d = tempfile.mkdtemp()
+        >>> t = tempfile.TemporaryDirectory(); d = t.name
         >>> _ = open(os.path.join(d, "hubconf.py"), "w").write("def tiny():\\n    return 1\\n")
         >>> tl.hub.list(d), tl.hub.load(d, "tiny", source="local")
         (['tiny'], 1)
+        >>> t.cleanup()
     """
     module = _hubconf(github, source, "hub.list")
     with _add_to_sys_path(github):

@@ -239,10 +239,11 @@ def save(g: Graph, payload, path) -> None:
         >>> import numpy as np, tempfile, os
         >>> from torchlean import ir
         >>> g = ir.Graph([ir.Node(0, "input", (), (3,), {"index": 0}), ir.Node(1, "relu", (0,), (3,))])
-        >>> p = os.path.join(tempfile.mkdtemp(), "g.json")
+        >>> d = tempfile.TemporaryDirectory(); p = os.path.join(d.name, "g.json")
         >>> ir.save(g, None, p)
         >>> ir.load(p)[0] == g
         True
+        >>> d.cleanup()
     """
     payload = Payload(payload or {})
     check(g, payload)
