@@ -24,6 +24,10 @@ KERNELS = {
     "sigmoid_bwd": (E.sigmoid_bwd, 2),
     "softplus_bwd": (E.softplus_bwd, 2),
     "silu_bwd": (E.silu_bwd, 2),
+    "gelu": (E.gelu, 1),
+    "gelu_bwd": (E.gelu_bwd, 2),
+    "erf": (E.erf, 1),
+    "erfc": (E.erfc, 1),
 }
 
 

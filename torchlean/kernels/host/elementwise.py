@@ -130,7 +130,7 @@ def _erfc32(x):
     p -= z
     np.exp(p, out=p)
     p *= t
-    return np.where(x >= 0, p, np.float32(2) - p)
+    return select(x >= 0, p, np.float32(2) - p)
 
 
 def _erf64(x):
@@ -142,20 +142,24 @@ def _erf64(x):
 
 def erf(x):
     if x.dtype == np.float32:
-        a = np.abs(x)
-        x2 = np.minimum(a, np.float32(1)) ** 2   # the series is used below 1 only: keep it finite
-        small = np.full(x.shape, np.float32(_ERF_TAYLOR[-1]))
-        for c in _ERF_TAYLOR[-2::-1]:
-            small *= x2
-            small += np.float32(c)
-        small *= x
-        return np.where(a < np.float32(1), small, np.copysign(np.float32(1) - _erfc32(a), x))
+        return blockwise(_erf32, x)
     return _erf64(x).astype(x.dtype, copy=False)
+
+
+def _erf32(x):
+    a = np.abs(x)
+    x2 = np.minimum(a, np.float32(1)) ** 2   # the series is used below 1 only: keep it finite
+    small = np.full(x.shape, np.float32(_ERF_TAYLOR[-1]))
+    for c in _ERF_TAYLOR[-2::-1]:
+        small *= x2
+        small += np.float32(c)
+    small *= x
+    return select(a < np.float32(1), small, np.copysign(np.float32(1) - _erfc32(a), x))
 
 
 def erfc(x):
     if x.dtype == np.float32:
-        return _erfc32(x)
+        return blockwise(_erfc32, x)
     if _HAVE_SCIPY:
         from scipy.special import erfc as scipy_erfc
         return scipy_erfc(x)
@@ -199,11 +203,15 @@ def _phi(x):
     return (0.5 * (1.0 + erf(x * _INV_SQRT_2))).astype(x.dtype, copy=False)
 
 
-def gelu(x, approximate="none"):
+def _gelu(x, approximate):
     if approximate == "tanh":
         c = _c(x, _SQRT_2_OVER_PI)
         return _c(x, 0.5) * x * (_c(x, 1) + np.tanh(c * (x + _c(x, 0.044715) * x * x * x)))
     return x * _phi(x)
+
+
+def gelu(x, approximate="none"):
+    return blockwise(lambda v: _gelu(v, approximate), x)
 
 
 def safe_log(x):
@@ -262,6 +270,10 @@ def silu_bwd(x, g):
 
 
 def gelu_bwd(x, g, approximate="none"):
+    return blockwise(lambda v, gv: _gelu_bwd(v, gv, approximate), x, g)
+
+
+def _gelu_bwd(x, g, approximate):
     if approximate == "tanh":
         c = _c(x, _SQRT_2_OVER_PI)
         k = _c(x, 0.044715)
