@@ -85,6 +85,8 @@ def test_select_is_where_bit_for_bit(rng, dtype):
         assert got.dtype == want.dtype and np.array_equal(got.view(bits), want.view(bits))
     # what the bit path does not take falls back to np.where
     assert np.array_equal(base.select(c[0], a, b), np.where(c[0], a, b), equal_nan=True)
+    counts = rng.integers(0, 3, a.shape)                 # a non-bool condition: nonzero is true
+    assert np.array_equal(base.select(counts, a, b), np.where(counts, a, b), equal_nan=True)
     ai = np.arange(10)
     assert base.select(ai > 4, ai, 0).tolist() == np.where(ai > 4, ai, 0).tolist()
 

@@ -46,7 +46,7 @@ def select(c, a, b):
     it = _BITS.get(getattr(a, "dtype", None))
     b = np.asarray(b)
     if it is None or type(a) is not np.ndarray or a.ndim == 0 or getattr(c, "shape", None) != a.shape \
-            or b.dtype != a.dtype or (b.ndim and b.shape != a.shape):
+            or getattr(c, "dtype", None) != np.bool_ or b.dtype != a.dtype or (b.ndim and b.shape != a.shape):
         return np.where(c, a, b)
     m = c.astype(it)
     np.negative(m, out=m)                       # all ones where c, zeros elsewhere
