@@ -445,6 +445,26 @@ def test_binomial_and_multinomial(kind):
     np.testing.assert_allclose(s.mean(0), 6 * probs, atol=0.08)
 
 
+def test_binomial_entropy_with_total_counts_that_differ_is_each_entrys_own():
+    """torch raises for these; torchlean sums each entry over its own support: the value and the
+    gradient of every entry equal torch's one-entry Binomial, and nothing reads log 0."""
+    from torchlean.errors import UnsupportedError
+    n, pr = [3.0, 10.0, 0.0], [0.3, 0.5, 0.8]
+    a_tl = tl.tensor(pr, dtype=tl.float64, requires_grad=True)
+    h = D.Binomial(tl.tensor(n, dtype=tl.float64), a_tl).entropy()
+    h.sum().backward()
+    for i in range(3):
+        a_th = torch.tensor(pr[i], dtype=torch.float64, requires_grad=True)
+        want = TD.Binomial(int(n[i]), a_th).entropy()
+        want.backward()
+        close(h[i], want)
+        close(a_tl.grad[i], a_th.grad, 1e-9)
+    with pytest.raises(UnsupportedError, match=r"Binomial.enumerate_support: the total counts differ .*\(0 to 10\)"):
+        D.Binomial(tl.tensor(n), tl.tensor(pr)).enumerate_support()
+    with pytest.raises(NotImplementedError, match="Multinomial: total_count must be one int"):
+        D.Multinomial(tl.tensor([2, 3]), tl.tensor([[0.5, 0.5], [0.2, 0.8]]))
+
+
 def test_kl_divergences_of_the_added_families():
     def t(m, v):
         return m.tensor(np.asarray(v, dtype=np.float64))

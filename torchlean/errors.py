@@ -91,6 +91,12 @@ class AbstractMethodError(TorchLeanError, NotImplementedError):
     ``NotImplementedError`` of ``Dataset.__getitem__``, ``Sampler.__iter__``, ...)."""
 
 
+class UnsupportedError(TorchLeanError, NotImplementedError):
+    """A request no result exists for in torchlean's (and torch's) representation, naming what was
+    asked: a ragged tensor (the support of binomials with different total counts), a multinomial
+    whose total count differs across the batch. A ``NotImplementedError``, as torch raises there."""
+
+
 def fmt_shapes(*shapes) -> str:
     """Render shapes the same way in every message: ``(2, 3) and (4,)``."""
     return " and ".join(str(tuple(s)) for s in shapes)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops import arange, rand, tensor
+from ..errors import UnsupportedError
+from ..ops import arange, rand, tensor, where
 from ..tensor import Size, no_grad
 from . import constraints
 from .categorical import Categorical
@@ -75,6 +76,9 @@ class Binomial(BinaryParams, Distribution):
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
+        return self._log_prob(value)
+
+    def _log_prob(self, value):
         n, lg = self.total_count, self.logits
         # max(logit, 0) with the derivative 1/2 at 0 (torch's _clamp_by_zero): the log-probability's
         # derivative is then k - n p there too, as everywhere else
@@ -83,18 +87,25 @@ class Binomial(BinaryParams, Distribution):
         return value * self.logits - lgamma(value + 1) - lgamma(n - value + 1) - normalize
 
     def entropy(self):
-        top = int(self.total_count.max().item())
-        if int(self.total_count.min().item()) != top:
-            raise NotImplementedError("Inhomogeneous total count not supported by `entropy`.")
-        lp = self.log_prob(self.enumerate_support(False))
-        return -(lp.exp() * lp).sum(0)
+        """-sum_k p(k) log p(k) over k = 0 ... total_count; with total counts that differ across the
+        batch (torch raises there) each entry sums over its own support: the counts past it are
+        masked, read at k = 0 so that neither the value nor the gradient meets log 0."""
+        k = self._values(int(self.total_count.max().item()))
+        inside = k <= self.total_count
+        lp = self._log_prob(where(inside, k, 0.0))
+        return -where(inside, lp.exp() * lp, 0.0).sum(0)
+
+    def _values(self, top):
+        values = arange(1 + top, dtype=self.probs.dtype, device=self.probs.device)
+        return values.reshape((-1,) + (1,) * len(self.batch_shape))
 
     def enumerate_support(self, expand=True):
         top = int(self.total_count.max().item())
         if int(self.total_count.min().item()) != top:
-            raise NotImplementedError("Inhomogeneous total count not supported by `enumerate_support`.")
-        values = arange(1 + top, dtype=self.probs.dtype, device=self.probs.device)
-        values = values.reshape((-1,) + (1,) * len(self.batch_shape))
+            raise UnsupportedError(f"Binomial.enumerate_support: the total counts differ across the batch "
+                                   f"({int(self.total_count.min().item())} to {top}), so the supports have "
+                                   f"different lengths and no tensor holds them")
+        values = self._values(top)
         if expand:
             values = values.expand((-1,) + tuple(self.batch_shape))
         return values
@@ -107,7 +118,8 @@ class Multinomial(Distribution):
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
         if not isinstance(total_count, (int, np.integer)) or isinstance(total_count, bool):
-            raise NotImplementedError("inhomogeneous total_count is not supported")
+            raise UnsupportedError(f"Multinomial: total_count must be one int for the whole batch (torch's rule "
+                                   f"too), got {type(total_count).__name__} {total_count!r}")
         self.total_count = int(total_count)
         self._categorical = Categorical(probs=probs, logits=logits)
         batch_shape = self._categorical.batch_shape
