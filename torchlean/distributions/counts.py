@@ -21,7 +21,7 @@ from ..ops.gamma import _LGAMMA
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import BinaryParams, Distribution
-from .utils import broadcast_all, lgamma
+from .utils import batch_of, broadcast_all, lgamma
 
 __all__ = ["Poisson", "Geometric"]
 
@@ -71,7 +71,7 @@ class Poisson(Distribution):
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
-        super().__init__(Size() if isinstance(rate, Number) else self.rate.shape, validate_args=validate_args)
+        super().__init__(batch_of(rate, like=self.rate), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expand_params(Poisson, batch_shape, _instance, ('rate',))

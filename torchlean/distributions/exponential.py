@@ -9,13 +9,11 @@
 
 from __future__ import annotations
 
-from numbers import Number
-
 from ..ops import rand, zeros_like
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all
+from .utils import batch_of, broadcast_all
 
 __all__ = ["Exponential"]
 
@@ -30,7 +28,7 @@ class Exponential(Distribution):
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
-        batch_shape = Size() if isinstance(rate, Number) else self.rate.shape
+        batch_shape = batch_of(rate, like=self.rate)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

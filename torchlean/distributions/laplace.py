@@ -9,14 +9,12 @@
 
 from __future__ import annotations
 
-from numbers import Number
-
 from ..dtypes import finfo
 from ..ops import rand
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all
+from .utils import batch_of, broadcast_all
 
 __all__ = ["Laplace"]
 
@@ -31,7 +29,7 @@ class Laplace(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
+        batch_shape = batch_of(loc, scale, like=self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

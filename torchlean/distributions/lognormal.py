@@ -11,14 +11,13 @@ distribution, and ``|N(0, scale)|``, with torch's formulas for ``log_prob``, ``c
 from __future__ import annotations
 
 import math
-from numbers import Number
 
 from ..ops import atan, erf, erfinv, full, rand, randn, tan
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution
 from .normal import Normal
-from .utils import broadcast_all
+from .utils import batch_of, broadcast_all
 
 __all__ = ["LogNormal", "Cauchy", "HalfNormal"]
 
@@ -33,7 +32,7 @@ class LogNormal(Distribution):
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
         self.base_dist = Normal(self.loc, self.scale, validate_args=validate_args)
-        batch_shape = Size() if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
+        batch_shape = batch_of(loc, scale, like=self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -88,7 +87,7 @@ class Cauchy(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
+        batch_shape = batch_of(loc, scale, like=self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -141,7 +140,7 @@ class HalfNormal(Distribution):
     def __init__(self, scale, validate_args=None):
         (self.scale,) = broadcast_all(scale)
         self.base_dist = Normal(0.0 * self.scale, self.scale, validate_args=validate_args)
-        batch_shape = Size() if isinstance(scale, Number) else self.scale.shape
+        batch_shape = batch_of(scale, like=self.scale)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

@@ -11,13 +11,13 @@
 from __future__ import annotations
 
 import math
-from numbers import Number, Real
+from numbers import Real
 
 from ..ops import erf, erfinv, randn
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all
+from .utils import batch_of, broadcast_all
 
 __all__ = ["Normal"]
 
@@ -36,7 +36,7 @@ class Normal(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
+        batch_shape = batch_of(loc, scale, like=self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

@@ -9,13 +9,11 @@
 
 from __future__ import annotations
 
-from numbers import Number
-
 from ..ops import rand
 from ..tensor import Size, no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all
+from .utils import batch_of, broadcast_all
 
 __all__ = ["Uniform"]
 
@@ -29,7 +27,7 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        batch_shape = Size() if isinstance(low, Number) and isinstance(high, Number) else self.low.shape
+        batch_shape = batch_of(low, high, like=self.low)
         super().__init__(batch_shape, validate_args=validate_args)
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError("Uniform is not defined when low>= high")

@@ -19,7 +19,7 @@ import numpy as np
 from ..dtypes import finfo, get_default_dtype
 from ..ops import broadcast_tensors, tensor
 from ..ops.gamma import digamma, lgamma  # the special functions, host-computed and differentiable
-from ..tensor import Tensor
+from ..tensor import Size, Tensor
 
 __all__ = ["broadcast_all", "clamp_probs", "digamma", "lazy_property", "lgamma", "logits_to_probs",
            "probs_to_logits", "tril_matrix_to_vec", "vec_to_tril_matrix"]
@@ -36,6 +36,12 @@ def broadcast_all(*values):
         device = ref.device if ref is not None else None
         values = [v if isinstance(v, Tensor) else tensor(v, dtype=dtype, device=device) for v in values]
     return tuple(broadcast_tensors(*values))
+
+
+def batch_of(*given, like):
+    """torch's batch shape for a distribution made from the parameters ``given`` (as passed): empty
+    when they are all Python numbers, else the shape of ``like`` (the broadcast parameters)."""
+    return Size() if all(isinstance(v, Number) for v in given) else like.shape
 
 
 def _sum_rightmost(value, dim: int):
