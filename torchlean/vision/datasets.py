@@ -266,17 +266,23 @@ class _ArrayUnpickler(pickle.Unpickler):
                                  "(refused: reading it could run code)")
 
 
-def _load_batch(path):
+def _load_pickled(path, what, key):
+    """The dict of a CIFAR pickle (a ``what``: "batch" or "meta file") through the restricted
+    unpickler; SerializationError naming the file when it is none or lacks ``key``."""
     with open(path, "rb") as f:
         try:
             d = _ArrayUnpickler(f, encoding="latin1").load()
         except (pickle.UnpicklingError, EOFError, ValueError) as e:
             if isinstance(e, SerializationError):
                 raise
-            raise SerializationError(f"CIFAR: {path} is not a CIFAR batch ({e})") from None
-    if not isinstance(d, dict) or "data" not in d:
-        raise SerializationError(f"CIFAR: {path} is not a CIFAR batch (no 'data' entry)")
+            raise SerializationError(f"CIFAR: {path} is not a CIFAR {what} ({e})") from None
+    if not isinstance(d, dict) or key not in d:
+        raise SerializationError(f"CIFAR: {path} is not a CIFAR {what} (no {key!r} entry)")
     return d
+
+
+def _load_batch(path):
+    return _load_pickled(path, "batch", "data")
 
 
 class CIFAR10(VisionDataset):
@@ -331,16 +337,7 @@ class CIFAR10(VisionDataset):
 
 
 def _load_meta(path, key):
-    with open(path, "rb") as f:
-        try:
-            d = _ArrayUnpickler(f, encoding="latin1").load()
-        except (pickle.UnpicklingError, EOFError, ValueError) as e:
-            if isinstance(e, SerializationError):
-                raise
-            raise SerializationError(f"CIFAR: {path} is not a CIFAR meta file ({e})") from None
-    if not isinstance(d, dict) or key not in d:
-        raise SerializationError(f"CIFAR: {path} has no {key!r} entry")
-    return d[key]
+    return _load_pickled(path, "meta file", key)[key]
 
 
 class CIFAR100(CIFAR10):

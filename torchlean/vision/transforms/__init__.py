@@ -152,6 +152,15 @@ class Pad(Module):
         return F.pad(img, self.padding, self.fill, self.padding_mode)
 
 
+def _box_sides(area, scale, ratio):
+    """One draw of torchvision's box sampler (RandomResizedCrop, RandomErasing): a target area uniform
+    in ``scale`` times ``area`` and an aspect ratio log-uniform in ``ratio``, in that order; the sides
+    ``sqrt(target * aspect)`` and ``sqrt(target / aspect)``, rounded."""
+    target = area * float(ops.empty(1).uniform_(scale[0], scale[1]).item())
+    aspect = math.exp(float(ops.empty(1).uniform_(math.log(ratio[0]), math.log(ratio[1])).item()))
+    return int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+
+
 def _randint(low, high):
     """One draw in ``[low, high)`` from torchlean's generator."""
     return int(ops.randint(low, high, (1,)).item())
@@ -204,12 +213,8 @@ class RandomResizedCrop(Module):
     @staticmethod
     def get_params(img, scale, ratio):
         _, h, w = F.get_dimensions(img)
-        area = h * w
-        log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
         for _ in range(10):
-            target = area * float(ops.empty(1).uniform_(scale[0], scale[1]).item())
-            aspect = math.exp(float(ops.empty(1).uniform_(log_ratio[0], log_ratio[1]).item()))
-            cw, ch = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+            cw, ch = _box_sides(h * w, scale, ratio)
             if 0 < cw <= w and 0 < ch <= h:
                 return _randint(0, h - ch + 1), _randint(0, w - cw + 1), ch, cw
         in_ratio = w / h                                  # fallback: the central crop
@@ -382,12 +387,8 @@ class RandomErasing(Module):
     @staticmethod
     def get_params(img, scale, ratio, value=None):
         c, h_img, w_img = F.get_dimensions(img)
-        area = h_img * w_img
-        log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
         for _ in range(10):
-            erase_area = area * float(ops.empty(1).uniform_(scale[0], scale[1]).item())
-            aspect = math.exp(float(ops.empty(1).uniform_(log_ratio[0], log_ratio[1]).item()))
-            h, w = int(round(math.sqrt(erase_area * aspect))), int(round(math.sqrt(erase_area / aspect)))
+            h, w = _box_sides(h_img * w_img, scale, ratio)
             if not (h < h_img and w < w_img):
                 continue
             v = ops.randn(c, h, w) if value is None else ops.tensor(list(value), dtype=img.dtype)[:, None, None]
