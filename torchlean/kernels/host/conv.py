@@ -108,7 +108,7 @@ def _per_sample(x, c, k, out):
 
 class _SampleCols:
     """Columns ``(G, C/G * K, rows * Q)`` of one sample of ``x (N, C, *S)`` padded by ``p``, a band of
-    ``rows`` output rows (first output axis; ``Q`` the positions of one row) at a time: ``cols(i, r)``
+    ``rows`` output rows (first output axis; ``Q`` the positions of one row) at a time: ``cols(i, r, rows)``
     pads sample ``i`` into one reused buffer (its border zeroed once) and lays the windows of rows
     ``r, r + 1, ...`` out in a second one. :attr:`bands` lists each sample's ``(r, rows)``; a batch costs
     two buffers of at most one sample each (no padded copy of the batch)."""
@@ -126,7 +126,7 @@ class _SampleCols:
         self.buf = xp.empty(c * prod(k) * step * self.q, dtype=x.dtype)
         self._at = -1
 
-    def __call__(self, i, r=0):
+    def __call__(self, i, r, rows):
         xp, k, out, d = self.xp, self.k, self.out, len(self.k)
         if self._at != i:
             self._at = i
@@ -135,7 +135,6 @@ class _SampleCols:
                 self.pad[self.inner] = a
                 a = self.pad
             self.win = _windows(a, k, self.s, self.dil, out, xp=xp)   # (C, *out, *k), a view
-        rows = next(n for r0, n in self.bands if r0 == r)
         c = self.x.shape[1]
         w = self.win[:, r:r + rows]
         buf = self.buf[:c * prod(k) * rows * self.q]
@@ -214,7 +213,7 @@ def _conv_core(x, p, w, s, dil, out, groups, *, xp=np):
         q = cols.q
         for i in range(n):
             for r, rows in cols.bands:
-                xp.matmul(wm, cols(i, r), out=y[i, :, :, r * q:(r + rows) * q])
+                xp.matmul(wm, cols(i, r, rows), out=y[i, :, :, r * q:(r + rows) * q])
         return y.reshape((n, co) + tuple(out))
     cols = _im2col(_pad(x, p, xp=xp), k, s, dil, out, groups, xp=xp)
     return xp.matmul(wm, cols).reshape((n, co) + tuple(out))
@@ -267,10 +266,10 @@ def _conv_weight_grad(x, p, g, k, s, dil, groups, *, xp=np):
             for r, rows in cols.bands:
                 gb = gm[i, :, :, r * q:(r + rows) * q]
                 if dw is None:
-                    dw = xp.matmul(gb, cols(i, r).transpose(0, 2, 1))   # (G, C_out/G, C_in/G * K)
+                    dw = xp.matmul(gb, cols(i, r, rows).transpose(0, 2, 1))   # (G, C_out/G, C_in/G * K)
                     part = xp.empty_like(dw)
                 else:
-                    dw += xp.matmul(gb, cols(i, r).transpose(0, 2, 1), out=part)
+                    dw += xp.matmul(gb, cols(i, r, rows).transpose(0, 2, 1), out=part)
         return dw.reshape((co, x.shape[1] // groups) + tuple(k))
     a = _pad(x, p, xp=xp)
     cols = _im2col(a, k, s, dil, out, groups, xp=xp)

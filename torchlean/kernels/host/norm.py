@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import BLOCK
+
 
 # ---- normalization --------------------------------------------------------------------------
 
 
-#: Elements per block of the host's blocked statistics (128 KB of float32).
-_STATS_BLOCK = 1 << 15
+#: Elements per block of the host's blocked statistics: the elementwise kernels' block.
+_STATS_BLOCK = BLOCK
 
 
 def _stats_blocked(x3):
